@@ -1,0 +1,61 @@
+# Common environment for the project's scripts. Source it; do not run it.
+#
+# Everything big (kernel source and builds, QEMU root, bindgen) lives in a
+# cache directory outside the clone, keyed by the versions that produced it:
+#   UB_CACHE (default: $XDG_CACHE_HOME/ub-stack or ~/.cache/ub-stack)
+
+set -euo pipefail
+
+UB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/versions
+. "$UB_ROOT/scripts/versions"
+
+UB_CACHE=${UB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ub-stack}
+mkdir -p "$UB_CACHE"
+
+BINDGEN_DIR=$UB_CACHE/bindgen-$BINDGEN_VERSION
+# Debian versions contain ':' and '~'; keep directory names plain.
+ub_key() { printf '%s' "$1" | tr ':~+' '___'; }
+LINUX_SRC=$UB_CACHE/linux-$(ub_key "$LINUX_SOURCE_VERSION")/src
+QEMU_ROOT=$UB_CACHE/qemu-root-$(ub_key "$QEMU_VERSION")
+APT_TRIXIE=$UB_CACHE/apt-trixie-backports
+
+# The kernel build must use Debian's Rust 1.96 in /usr/bin and the pinned
+# bindgen, not the rustup proxies in ~/.cargo/bin (no bindgen, different
+# std). User-space crates build with whatever cargo PATH gives.
+KERNEL_PATH="$BINDGEN_DIR/bin:/usr/bin:/bin:/usr/sbin:/sbin:$PATH"
+KMAKE_FLAGS=(LLVM=-$LLVM_VERSION)
+kmake() { PATH=$KERNEL_PATH make "${KMAKE_FLAGS[@]}" "$@"; }
+
+log() { printf '\033[1m[%s]\033[0m %s\n' "$(basename "$0")" "$*" >&2; }
+die() { printf '\033[1;31m[%s] error:\033[0m %s\n' "$(basename "$0")" "$*" >&2; exit 1; }
+
+# Options for apt-get/apt-cache that use a private configuration for
+# trixie-backports and never touch the host's sources.
+apt_trixie_opts() {
+	printf '%s\n' \
+		-o "Dir::Etc::SourceList=$APT_TRIXIE/sources.list" \
+		-o Dir::Etc::SourceParts=/dev/null \
+		-o "Dir::State::Lists=$APT_TRIXIE/lists" \
+		-o "Dir::Cache::Archives=$APT_TRIXIE/archives" \
+		-o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= \
+		-o APT::Sandbox::User=root
+}
+
+# Kernel build directory of a flavour ("test" or "debug"). The key hashes
+# everything the kernel image depends on: source version, the fragments and
+# the toolchain versions.
+kernel_build_dir() {
+	local flavour=$1 key
+	key=$( {
+		echo "$LINUX_SOURCE_VERSION"
+		cat "$UB_ROOT/scripts/kconfig/base.config" "$UB_ROOT/scripts/kconfig/$flavour.config"
+		/usr/bin/rustc --version; "clang-$LLVM_VERSION" --version | head -1
+		echo "bindgen $BINDGEN_VERSION"
+	} | sha256sum | cut -c1-16)
+	echo "$UB_CACHE/kbuild-$flavour-$key"
+}
+
+# QEMU 11.1 (for vfio-user-pci) runs from the trixie root through a wrapper
+# that scripts/setup writes.
+QEMU_WRAPPER=$QEMU_ROOT/ub-qemu-system-x86_64
