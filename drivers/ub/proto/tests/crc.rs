@@ -1,0 +1,211 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The CRCs against independent references: the `crc` crate, and
+//! bit-serial polynomial divisions that follow the specification's wording
+//! (written apart from the table-driven code under test).
+
+#![allow(
+    clippy::indexing_slicing,
+    reason = "test code: a panic is a test failure"
+)]
+
+use ub_proto::crc::{crc30, crc32, Crc30, Crc32, CRC30_POLY, CRC32_POLY};
+use ub_proto::testvec::{CrcInput, CRC30_CHECK, CRC30_VECTORS, CRC32_CHECK, CRC32_VECTORS};
+
+const CRC30_REF: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::Algorithm {
+    width: 30,
+    poly: 0x15A9_4AD5,
+    init: 0x3FFF_FFFF,
+    refin: false,
+    refout: false,
+    xorout: 0,
+    check: 0,
+    residue: 0,
+});
+const CRC32_REF: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC);
+
+fn bytes(input: CrcInput) -> Vec<u8> {
+    let mut v = Vec::new();
+    input.for_each_chunk(|c| v.extend_from_slice(c));
+    v
+}
+
+/// CRC30 by long division over an explicit bit stream: MSB of each byte
+/// first, register initialised to all ones, no reflection, no inversion.
+fn crc30_bitwise(data: &[u8], tail: u8, tail_bits: u32) -> u32 {
+    let bits = data
+        .iter()
+        .flat_map(|&b| (0..8).rev().map(move |i| (b >> i) & 1))
+        .chain((0..tail_bits).map(|i| (tail >> (7 - i)) & 1));
+    let mut reg: u32 = 0x3FFF_FFFF;
+    for bit in bits {
+        let feedback = ((reg >> 29) & 1) ^ u32::from(bit);
+        reg = (reg << 1) & 0x3FFF_FFFF;
+        if feedback == 1 {
+            reg ^= CRC30_POLY;
+        }
+    }
+    reg
+}
+
+/// The ICRC exactly as §5.3.7 words it: every byte bit-reversed into an
+/// MSB-first CRC-32 (init all ones), the result bit-reversed and inverted.
+fn icrc_as_specified(data: &[u8]) -> u32 {
+    let mut reg: u32 = 0xFFFF_FFFF;
+    for &byte in data {
+        let byte = byte.reverse_bits();
+        for i in (0..8).rev() {
+            let feedback = (reg >> 31) ^ u32::from((byte >> i) & 1);
+            reg <<= 1;
+            if feedback == 1 {
+                reg ^= CRC32_POLY;
+            }
+        }
+    }
+    !reg.reverse_bits()
+}
+
+#[test]
+fn crc32_standard_check_value() {
+    assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+    assert_eq!(CRC32_CHECK, 0xCBF4_3926);
+}
+
+#[test]
+fn crc30_check_value_matches_references() {
+    assert_eq!(crc30(b"123456789"), CRC30_REF.checksum(b"123456789"));
+    assert_eq!(crc30(b"123456789"), crc30_bitwise(b"123456789", 0, 0));
+    assert_eq!(crc30(b"123456789"), CRC30_CHECK);
+}
+
+#[test]
+fn crc30_vectors_match_references() {
+    for (i, v) in CRC30_VECTORS.iter().enumerate() {
+        let data = bytes(v.input);
+        let reference = crc30_bitwise(&data, v.tail, v.tail_bits);
+        if v.tail_bits == 0 {
+            assert_eq!(
+                reference,
+                CRC30_REF.checksum(&data),
+                "vector {i}: the two references disagree"
+            );
+        }
+        assert_eq!(v.crc30, reference, "vector {i}: expected value is wrong");
+        let mut crc = Crc30::new();
+        v.input.for_each_chunk(|c| crc.update(c));
+        crc.update_bits(v.tail, v.tail_bits);
+        assert_eq!(
+            crc.finish(),
+            v.crc30,
+            "vector {i}: implementation disagrees"
+        );
+    }
+}
+
+#[test]
+fn crc32_vectors_match_references() {
+    for (i, v) in CRC32_VECTORS.iter().enumerate() {
+        let data = bytes(v.input);
+        assert_eq!(
+            v.crc32,
+            CRC32_REF.checksum(&data),
+            "vector {i}: expected value is wrong"
+        );
+        assert_eq!(
+            v.crc32,
+            icrc_as_specified(&data),
+            "vector {i}: spec wording disagrees"
+        );
+        let mut crc = Crc32::new();
+        v.input.for_each_chunk(|c| crc.update(c));
+        assert_eq!(
+            crc.finish(),
+            v.crc32,
+            "vector {i}: implementation disagrees"
+        );
+    }
+}
+
+/// Deterministic pseudo-random data (xorshift), so no test dependency is
+/// needed and failures reproduce.
+fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn random_inputs_match_references() {
+    for len in (0..64).chain([255, 256, 636, 640, 1000, 4096, 10_000]) {
+        let data = random_bytes(len as u64 + 1, len);
+        assert_eq!(crc30(&data), CRC30_REF.checksum(&data), "crc30 len {len}");
+        assert_eq!(crc32(&data), CRC32_REF.checksum(&data), "crc32 len {len}");
+        assert_eq!(crc32(&data), icrc_as_specified(&data), "icrc len {len}");
+        for tail_bits in 0..=8 {
+            let tail = data.first().copied().unwrap_or(0xA5);
+            let mut crc = Crc30::new();
+            crc.update(&data);
+            crc.update_bits(tail, tail_bits);
+            assert_eq!(
+                crc.finish(),
+                crc30_bitwise(&data, tail, tail_bits),
+                "len {len} tail {tail_bits}"
+            );
+        }
+    }
+}
+
+#[test]
+fn incremental_equals_one_shot() {
+    let data = random_bytes(99, 777);
+    for split in [0, 1, 5, 300, 776, 777] {
+        let (a, b) = data.split_at(split);
+        let mut c30 = Crc30::new();
+        c30.update(a);
+        c30.update(b);
+        assert_eq!(c30.finish(), crc30(&data));
+        let mut c32 = Crc32::new();
+        c32.update(a);
+        c32.update(b);
+        assert_eq!(c32.finish(), crc32(&data));
+    }
+}
+
+#[test]
+fn single_bit_errors_are_detected() {
+    // Every CRC with more than one term detects all single-bit errors.
+    let data = random_bytes(7, 640);
+    let good30 = crc30(&data);
+    let good32 = crc32(&data);
+    for bit in 0..data.len() * 8 {
+        let mut bad = data.clone();
+        bad[bit / 8] ^= 1 << (bit % 8);
+        assert_ne!(crc30(&bad), good30, "bit {bit}");
+        assert_ne!(crc32(&bad), good32, "bit {bit}");
+    }
+}
+
+/// Prints the reference values of every vector, to fill `testvec.rs`.
+#[test]
+#[ignore = "generator for testvec.rs, run by hand"]
+fn print_reference_values() {
+    for v in CRC30_VECTORS {
+        println!(
+            "crc30 {:?}: {:#010X}",
+            v.input,
+            crc30_bitwise(&bytes(v.input), v.tail, v.tail_bits)
+        );
+    }
+    for v in CRC32_VECTORS {
+        println!(
+            "crc32 {:?}: {:#010X}",
+            v.input,
+            CRC32_REF.checksum(&bytes(v.input))
+        );
+    }
+}
