@@ -23,4 +23,5 @@
 #![forbid(unsafe_code)]
 
 pub mod crc;
+pub mod link;
 pub mod testvec;

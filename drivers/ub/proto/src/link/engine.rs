@@ -1,0 +1,1974 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The data link engine: one end of a UB link (UB spec §4.2, §4.6, §4.7,
+//! §4.8.4).
+//!
+//! Sans-I/O. Inputs: received bytes ([`Link::receive`]), PHY indications
+//! ([`Link::link_up`], [`Link::link_down`], [`Link::receive_error`],
+//! [`Link::phy_retrained`]), the time (`now`, nanoseconds) and the packets
+//! of a [`TxSource`]. Outputs: whole blocks to transmit
+//! ([`Link::transmit`]), deliveries to an [`RxSink`], [`Event`]s and a
+//! timer deadline ([`Link::next_deadline`]).
+
+use core::ops::DerefMut;
+
+use super::credit::{split_equally, CreditError, RxCredits, TxCredits};
+use super::ctrl::{
+    negotiate, ControlBlock, CrdAck, CtrlKind, InitParams, LaneManage, Negotiated, ParamExchg,
+    RetryAck, RetryReq, INIT_BLOCK_FLITS,
+};
+use super::frame::{
+    cells_for_buffer, check_block, dlldb_payload, encode_dlldb, header_cfg, is_dlldp_cfg,
+    max_payload, FrameError, Layout, Lbh, Lch, Lph, Mode, FLIT_BYTES, MAX_BLOCK_BYTES,
+    MAX_BLOCK_FLITS, MAX_VLS,
+};
+use super::retry::{RetryBuffer, RetryError, RetrySlot};
+
+/// Blocks in a retry set after its Retry_Idle.
+pub const RETRY_SET_BLOCKS: usize = 32;
+/// Flits of a whole retry set (Retry_Idle + 32 blocks).
+pub const RETRY_SET_FLITS: usize = RETRY_SET_BLOCKS + 1;
+/// Smallest lock-out threshold: a block may only be sent if this many
+/// flits stay free after it, so a poke (NOB) and a Crd_Ack always fit.
+pub const MIN_LOCKOUT_THRESHOLD: u16 = 4;
+/// Largest single output of [`Link::transmit`]: `out` must hold at least
+/// this many bytes for every block to fit.
+pub const MIN_TX_BUFFER: usize = MAX_BLOCK_BYTES + 13 * FLIT_BYTES;
+
+/// DLL state (§4.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DllState {
+    /// PHY down or after reset.
+    Disabled,
+    /// Retry alignment and Init Block exchange.
+    ParamInit,
+    /// Initial credit exchange.
+    CreditInit,
+    /// DLLDPs flow (DLL_Status_Up).
+    Normal,
+}
+
+/// RETRY_REQ_SM state (receiver side, §4.7.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RetryReqState {
+    /// Receiving normally.
+    Normal,
+    /// A Retry_Req_Set is to be sent.
+    Req,
+    /// Waiting for the Retry_Ack_Set.
+    Wait,
+    /// Waiting for the PHY to retrain.
+    Retrain,
+    /// Retry failed for good; held until [`Link::reset`].
+    Error,
+}
+
+/// RETRY_ACK_SM state (sender side).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RetryAckState {
+    /// Sending normally.
+    Normal,
+    /// Answering a Retry_Req_Set: Retry_Ack_Set, then retransmission.
+    Ack,
+}
+
+/// Protocol errors reported by the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProtocolError {
+    /// An ACK released more retry-buffer flits than are held.
+    AckOverflow,
+    /// A Retry_Req pointed outside the retry buffer's held flits.
+    BadRcvPtr,
+    /// A DLLDP or Crd_Ack arrived before the peer's Init Block.
+    NotNegotiated,
+    /// A DLLDP with an invalid VL.
+    BadVl,
+}
+
+/// Something the driver should know about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The DLL state changed.
+    State(DllState),
+    /// Init Block negotiation completed (see [`Link::negotiated`]).
+    Negotiated,
+    /// The PHY must retrain; answer with [`Link::phy_retrained`].
+    RetrainRequest,
+    /// DL Retry Rollover: the same RcvPtr failed NUM_RETRY_THRESHOLD times.
+    RetryRollover,
+    /// DL Retry Ack Timeout: no Retry_Ack_Set within the WAIT timeout.
+    RetryAckTimeout,
+    /// DL Retry Error: RETRY_REQ_SM entered ERROR; needs [`Link::reset`].
+    RetryError,
+    /// DL protocol error.
+    Protocol(ProtocolError),
+    /// Credits returned beyond their initial value on a VL.
+    CreditOverflow(u8),
+    /// A DLLDP arrived on a VL without credit for it.
+    ReceiveOverflow(u8),
+    /// No credit returned within the credit-return timeout while stalled.
+    CreditReturnTimeout,
+    /// A Lane_Manage block arrived.
+    LaneManage(LaneManage),
+    /// A Block_Mode_Chg block arrived (`true` = ACK).
+    BlockModeChg(bool),
+    /// Mode switch handshake done: retrain the PHY for this encapsulation
+    /// mode, then call [`Link::mode_change_done`].
+    ModeChangeRetrain(Mode),
+    /// The encapsulation mode is now this.
+    ModeChanged(Mode),
+    /// The retry buffer held a DLLDP at a mode switch (cannot be
+    /// converted); the link needs a reset.
+    ModeChangeFailed,
+}
+
+/// Progress of a Block_Mode_Chg handshake (§4.3.3.8).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct ModeChange {
+    active: bool,
+    to_non_crc: bool,
+    req_sent: bool,
+    peer_req: bool,
+    flushed: bool,
+    ack_sent: bool,
+    peer_ack: bool,
+    retraining: bool,
+}
+
+/// Per-link counters (monotonic, wrapping).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Blocks transmitted (retry sets count as 33).
+    pub tx_blocks: u64,
+    /// Flits transmitted.
+    pub tx_flits: u64,
+    /// DLLDPs transmitted (first transmission).
+    pub tx_dlldps: u64,
+    /// Payload bytes of DLLDPs transmitted (first transmission).
+    pub tx_payload_bytes: u64,
+    /// Flits retransmitted from the retry buffer.
+    pub tx_retransmitted_flits: u64,
+    /// NOBs sent for PACKET_MIN_INTERVAL.
+    pub tx_nobs: u64,
+    /// Crd_Ack blocks sent.
+    pub tx_crd_acks: u64,
+    /// Packets of the source rejected (bad VL, CFG or length).
+    pub tx_rejected: u64,
+    /// Blocks received and accepted.
+    pub rx_blocks: u64,
+    /// Flits received.
+    pub rx_flits: u64,
+    /// DLLDPs delivered completely.
+    pub rx_dlldps: u64,
+    /// Payload bytes delivered.
+    pub rx_payload_bytes: u64,
+    /// DLLDPs delivered with ERROR_FLAG.
+    pub rx_poisoned: u64,
+    /// DLLDPs dropped (wrong state, overflow, not negotiated).
+    pub rx_dropped_dlldps: u64,
+    /// Blocks failing the BCRC.
+    pub rx_crc_errors: u64,
+    /// FEC failures reported by the PHY.
+    pub rx_fec_errors: u64,
+    /// Malformed headers (bad LCH, CFG, PLENGTH, DLLCB length).
+    pub rx_malformed: u64,
+    /// Flits discarded while waiting for a Retry_Ack_Set or retraining.
+    pub rx_discarded_flits: u64,
+    /// Partial blocks abandoned because the rest never came (a corrupted
+    /// header announced a longer block than the peer sent).
+    pub rx_block_timeouts: u64,
+    /// Retry_Req_Sets sent.
+    pub retry_req_sets: u64,
+    /// Retry_Ack_Sets sent.
+    pub retry_ack_sets: u64,
+    /// WAIT timeouts.
+    pub retry_timeouts: u64,
+    /// PHY retrains requested.
+    pub retrains: u64,
+    /// Times sending stopped for lack of credit.
+    pub credit_stalls: u64,
+    /// Cells this port returned to the peer (LPH/LBH and Crd_Ack).
+    pub credits_returned: u64,
+    /// Cells the peer returned to this port.
+    pub credits_received: u64,
+    /// Cells this port spent on DLLDPs.
+    pub credits_spent: u64,
+    /// Credit-return timeouts.
+    pub credit_timeouts: u64,
+    /// Times sending stopped at the lock-out threshold.
+    pub lockouts: u64,
+    /// Protocol and overflow errors.
+    pub errors: u64,
+}
+
+/// Engine configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkConfig {
+    /// Encapsulation mode.
+    pub mode: Mode,
+    /// Capabilities advertised in the Init Block (RETRY_BUF_DEPTH is
+    /// replaced by the retry buffer's depth). The engine supports every
+    /// value, the mandatory ones (§4.4) included, so a failed negotiation
+    /// always has a usable fallback.
+    pub caps: InitParams,
+    /// Send in sharing mode if the peer allows it.
+    pub want_sharing: bool,
+    /// Sharing mode: cells reserved per VL.
+    pub share_reserve: [u16; MAX_VLS],
+    /// Sharing mode: order in which returns refill reserved pools.
+    pub share_order: [u8; MAX_VLS],
+    /// Receive buffer for DLLDPs in bytes; sets the initial credits.
+    pub rx_buffer_bytes: u64,
+    /// Pending returned cells per VL that force a Crd_Ack and back-pressure
+    /// the network layer.
+    pub credit_return_threshold: u32,
+    /// Credit-return timeout (ns) while a packet waits for credit.
+    pub credit_timeout_ns: u64,
+    /// WAIT timeout (ns), 1 µs to 10 s.
+    pub wait_timeout_ns: u64,
+    /// NUM_RETRY_THRESHOLD.
+    pub num_retry_threshold: u8,
+    /// NUM_PHY_REINIT_THRESHOLD.
+    pub num_phy_reinit_threshold: u8,
+    /// Lock-out threshold (flits kept free for ACK-carrying Crd_Acks, ≥ 2).
+    pub lockout_threshold: u16,
+    /// Owed ACK flits that force a Crd_Ack (clamped to half the peer's
+    /// retry buffer).
+    pub ack_threshold: u16,
+    /// Flits sent since the last ACK return after which owed ACKs force a
+    /// Crd_Ack.
+    pub ack_delay_flits: u32,
+}
+
+/// All capability bits for every grain, every VL enabled.
+pub const FULL_CAPS: InitParams = InitParams {
+    feature_id: 1,
+    rxbuf_vl_share: true,
+    data_ack_grain: 0xff,
+    ctrl_ack_grain: 0xff,
+    flow_ctrl_size: 0xff,
+    vl_enable: 0xffff,
+    retry_buf_depth: 0,
+    packet_min_interval: 0,
+    ctrl_credit_grain: [0xff; MAX_VLS],
+    data_credit_grain: [0xff; MAX_VLS],
+};
+
+impl Default for LinkConfig {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Crc,
+            caps: InitParams {
+                data_ack_grain: 0x20,
+                ctrl_ack_grain: 0x01,
+                flow_ctrl_size: 0x08,
+                ctrl_credit_grain: [0x01; MAX_VLS],
+                data_credit_grain: [0x04; MAX_VLS],
+                ..FULL_CAPS
+            },
+            want_sharing: false,
+            share_reserve: [0; MAX_VLS],
+            share_order: core::array::from_fn(|i| i as u8),
+            rx_buffer_bytes: 1 << 20,
+            credit_return_threshold: 256,
+            credit_timeout_ns: 100_000_000,
+            wait_timeout_ns: 10_000,
+            num_retry_threshold: 15,
+            num_phy_reinit_threshold: 4,
+            lockout_threshold: 4,
+            ack_threshold: 256,
+            ack_delay_flits: 1024,
+        }
+    }
+}
+
+/// A packet offered for transmission.
+#[derive(Clone, Copy, Debug)]
+pub struct TxPacket<'a> {
+    /// LPH.CFG (3, 4, 5, 6, 7 or 9).
+    pub cfg: u8,
+    /// LPH.RT.
+    pub rt: u8,
+    /// Poisoned packet (ERROR_FLAG in its last block).
+    pub error_flag: bool,
+    /// Bytes after the LPH (network header onwards).
+    pub payload: &'a [u8],
+}
+
+/// The network layer's transmit queues, one per VL, as the engine sees
+/// them. The head of a VL must stay the same until [`TxSource::pop`].
+pub trait TxSource {
+    /// Bit n set: VL n has a packet waiting.
+    fn ready(&self) -> u16;
+    /// The head packet of `vl`.
+    fn head(&self, vl: u8) -> Option<TxPacket<'_>>;
+    /// The head packet of `vl` has been sent completely.
+    fn pop(&mut self, vl: u8);
+}
+
+/// A piece of a received DLLDP: the payload of one DLLDB.
+#[derive(Clone, Copy, Debug)]
+pub struct Delivery<'a> {
+    /// VL of the packet.
+    pub vl: u8,
+    /// LPH.CFG.
+    pub cfg: u8,
+    /// LPH.RT.
+    pub rt: u8,
+    /// Total payload bytes of the DLLDP.
+    pub total_len: u16,
+    /// First piece of the DLLDP.
+    pub first: bool,
+    /// Last piece of the DLLDP.
+    pub last: bool,
+    /// ERROR_FLAG (only on the last piece): poisoned packet.
+    pub error_flag: bool,
+    /// The bytes.
+    pub data: &'a [u8],
+}
+
+/// Receives what the engine delivers upward.
+pub trait RxSink {
+    /// A piece of a DLLDP, in order; pieces of one DLLDP are never
+    /// interleaved with another's.
+    fn deliver(&mut self, piece: &Delivery<'_>);
+    /// A Param_Exchg block (in DLL_Normal).
+    fn param_exchg(&mut self, _block: &ParamExchg) {}
+}
+
+/// An [`RxSink`] that drops everything.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NullSink;
+
+impl RxSink for NullSink {
+    fn deliver(&mut self, _piece: &Delivery<'_>) {}
+}
+
+/// Why a control request was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CtrlRequestError {
+    /// Not in DLL_Normal.
+    NotReady,
+    /// A control block is already waiting.
+    Busy,
+}
+
+const EVENT_SLOTS: usize = 16;
+
+#[derive(Clone, Copy, Debug)]
+struct TxCur {
+    vl: u8,
+    layout: Layout,
+    next: u8,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct RxPkt {
+    vl: u8,
+    cfg: u8,
+    rt: u8,
+    layout: Layout,
+    next: u8,
+    drop: bool,
+    cost: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum RxHdr {
+    Ctrl,
+    Data { layout: Layout, index: u8, lph: Lph },
+}
+
+/// One end of a UB link. `S` is the retry buffer's storage.
+///
+/// # Examples
+///
+/// Two engines joined back to back: bring-up, then one DLLDP.
+///
+/// ```
+/// use ub_proto::link::{Delivery, DllState, Link, LinkConfig, RetrySlot};
+/// use ub_proto::link::{RxSink, TxPacket, TxSource};
+///
+/// struct One(Option<Vec<u8>>);
+/// impl TxSource for One {
+///     fn ready(&self) -> u16 {
+///         u16::from(self.0.is_some())
+///     }
+///     fn head(&self, _vl: u8) -> Option<TxPacket<'_>> {
+///         let payload = self.0.as_deref()?;
+///         Some(TxPacket { cfg: 6, rt: 0, error_flag: false, payload })
+///     }
+///     fn pop(&mut self, _vl: u8) {
+///         self.0 = None;
+///     }
+/// }
+/// struct Got(Vec<u8>);
+/// impl RxSink for Got {
+///     fn deliver(&mut self, piece: &Delivery<'_>) {
+///         self.0.extend_from_slice(piece.data);
+///     }
+/// }
+///
+/// let cfg = LinkConfig::default();
+/// let mut a = Link::new(cfg, vec![RetrySlot::EMPTY; 1024]).unwrap();
+/// let mut b = Link::new(cfg, vec![RetrySlot::EMPTY; 1024]).unwrap();
+/// let (mut src, mut idle) = (One(Some(b"hello, link".to_vec())), One(None));
+/// let (mut got_a, mut got_b) = (Got(Vec::new()), Got(Vec::new()));
+/// let mut wire = vec![0u8; 64 * 20];
+/// a.link_up(0);
+/// b.link_up(0);
+/// for now in 1..100 {
+///     let n = a.transmit(now, &mut wire, &mut src);
+///     b.receive(now, &wire[..n], &mut got_b);
+///     let n = b.transmit(now, &mut wire, &mut idle);
+///     a.receive(now, &wire[..n], &mut got_a);
+/// }
+/// assert_eq!(a.state(), DllState::Normal);
+/// assert_eq!(got_b.0, b"hello, link");
+/// ```
+#[derive(Clone, Debug)]
+pub struct Link<S> {
+    cfg: LinkConfig,
+    state: DllState,
+    req_sm: RetryReqState,
+    ack_sm: RetryAckState,
+    retry: RetryBuffer<S>,
+    neg: Option<Negotiated>,
+    counters: Counters,
+    events: [Option<Event>; EVENT_SLOTS],
+    ev_head: usize,
+    ev_len: usize,
+    // Transmit side.
+    tx_credits: TxCredits,
+    tx_cur: Option<TxCur>,
+    vl_rr: u8,
+    crd_rr: u8,
+    since_header: u32,
+    send_ack_set: bool,
+    ack_set_num_retry: u8,
+    last_req_key: Option<(u16, u8, u8)>,
+    idle_since_req: bool,
+    init_sent: bool,
+    crd_init_left: [u32; MAX_VLS],
+    sd_sent: bool,
+    peer_sd: bool,
+    pending_ctrl: Option<ControlBlock>,
+    stalled: bool,
+    lockout_blocked: bool,
+    out_full: bool,
+    mc: ModeChange,
+    poke_armed: bool,
+    now: u64,
+    last_release: u64,
+    credit_deadline: Option<u64>,
+    // Receive side.
+    rx_partial: [u8; FLIT_BYTES],
+    rx_partial_len: usize,
+    rx_block: [u8; MAX_BLOCK_BYTES],
+    rx_have: usize,
+    rx_expect: usize,
+    rx_block_deadline: u64,
+    rx_hdr: RxHdr,
+    rx_pkt: Option<RxPkt>,
+    rcv_ptr: u16,
+    num_retry: u8,
+    num_phy_reinit: u8,
+    wait_deadline: Option<u64>,
+    rx_credits: RxCredits,
+    owed_acks: u32,
+    owed_pure: u32,
+    since_ack: u32,
+}
+
+impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
+    /// An engine in DLL_Disabled. Returns `None` if the retry buffer is
+    /// smaller than [`super::retry::MIN_RETRY_DEPTH`].
+    pub fn new(cfg: LinkConfig, retry_storage: S) -> Option<Self> {
+        let retry = RetryBuffer::new(retry_storage)?;
+        let mut cfg = cfg;
+        cfg.caps.retry_buf_depth = retry.depth();
+        // Room for the largest block, one unacknowledged ACK-only Crd_Ack
+        // and the flit that always stays free.
+        let most = retry.depth().saturating_sub(MAX_BLOCK_FLITS as u16 + 3);
+        cfg.lockout_threshold = cfg.lockout_threshold.clamp(MIN_LOCKOUT_THRESHOLD, most);
+        cfg.num_retry_threshold = cfg.num_retry_threshold.max(1);
+        cfg.num_phy_reinit_threshold = cfg.num_phy_reinit_threshold.max(1);
+        cfg.wait_timeout_ns = cfg.wait_timeout_ns.clamp(1_000, 10_000_000_000);
+        Some(Self {
+            cfg,
+            state: DllState::Disabled,
+            req_sm: RetryReqState::Normal,
+            ack_sm: RetryAckState::Normal,
+            retry,
+            neg: None,
+            counters: Counters::default(),
+            events: [None; EVENT_SLOTS],
+            ev_head: 0,
+            ev_len: 0,
+            tx_credits: TxCredits::default(),
+            tx_cur: None,
+            vl_rr: 0,
+            crd_rr: 0,
+            since_header: u32::MAX,
+            send_ack_set: false,
+            ack_set_num_retry: 0,
+            last_req_key: None,
+            idle_since_req: true,
+            init_sent: false,
+            crd_init_left: [0; MAX_VLS],
+            sd_sent: false,
+            peer_sd: false,
+            pending_ctrl: None,
+            stalled: false,
+            lockout_blocked: false,
+            out_full: false,
+            mc: ModeChange::default(),
+            poke_armed: true,
+            now: 0,
+            last_release: 0,
+            credit_deadline: None,
+            rx_partial: [0; FLIT_BYTES],
+            rx_partial_len: 0,
+            rx_block: [0; MAX_BLOCK_BYTES],
+            rx_have: 0,
+            rx_expect: 0,
+            rx_block_deadline: 0,
+            rx_hdr: RxHdr::Ctrl,
+            rx_pkt: None,
+            rcv_ptr: 0,
+            num_retry: 0,
+            num_phy_reinit: 0,
+            wait_deadline: None,
+            rx_credits: RxCredits::default(),
+            owed_acks: 0,
+            owed_pure: 0,
+            since_ack: 0,
+        })
+    }
+
+    // ----- Observation -------------------------------------------------
+
+    /// The DLL state.
+    pub const fn state(&self) -> DllState {
+        self.state
+    }
+    /// `true` in DLL_Normal (DLL_Status_Up).
+    pub fn is_up(&self) -> bool {
+        self.state == DllState::Normal
+    }
+    /// RETRY_REQ_SM state.
+    pub const fn retry_req_state(&self) -> RetryReqState {
+        self.req_sm
+    }
+    /// RETRY_ACK_SM state.
+    pub const fn retry_ack_state(&self) -> RetryAckState {
+        self.ack_sm
+    }
+    /// The negotiated parameters, once the peer's Init Block arrived.
+    pub const fn negotiated(&self) -> Option<&Negotiated> {
+        self.neg.as_ref()
+    }
+    /// Counters.
+    pub const fn counters(&self) -> &Counters {
+        &self.counters
+    }
+    /// The retry buffer (pointers, NumFreeBuf).
+    pub const fn retry_buffer(&self) -> &RetryBuffer<S> {
+        &self.retry
+    }
+    /// Sender-side credits.
+    pub const fn tx_credits(&self) -> &TxCredits {
+        &self.tx_credits
+    }
+    /// Receiver-side credits.
+    pub const fn rx_credits(&self) -> &RxCredits {
+        &self.rx_credits
+    }
+    /// RcvPtr.
+    pub const fn rcv_ptr(&self) -> u16 {
+        self.rcv_ptr
+    }
+    /// NUM_RETRY.
+    pub const fn num_retry(&self) -> u8 {
+        self.num_retry
+    }
+    /// NUM_PHY_REINIT.
+    pub const fn num_phy_reinit(&self) -> u8 {
+        self.num_phy_reinit
+    }
+    /// ACK flits owed to the peer.
+    pub const fn owed_acks(&self) -> u32 {
+        self.owed_acks
+    }
+    /// Of those, flits of received ACK-only Crd_Acks (never acknowledged
+    /// on their own, see `Documentation/ub/link.rst`).
+    pub const fn owed_pure_acks(&self) -> u32 {
+        self.owed_pure
+    }
+    /// `true` while the network layer must hold back (a VL's pending
+    /// credit return reached its threshold, or the link is not up).
+    pub fn backpressured(&self) -> bool {
+        self.state != DllState::Normal || self.mc.active || self.credit_return_forced()
+    }
+
+    /// The encapsulation mode in use.
+    pub const fn mode(&self) -> Mode {
+        self.cfg.mode
+    }
+
+    /// Starts an encapsulation mode switch (§4.3.3.8; the PHY primary
+    /// port's request): the network layer is back-pressured, the DLLDP in
+    /// progress completes, Block_Mode_Chg REQ goes out. When both sides
+    /// exchanged REQ, flushed their ACKs in a Crd_Ack and exchanged ACK,
+    /// [`Event::ModeChangeRetrain`] asks for the PHY retrain.
+    pub fn request_mode_change(&mut self) -> Result<(), CtrlRequestError> {
+        if self.state != DllState::Normal {
+            return Err(CtrlRequestError::NotReady);
+        }
+        if self.mc.active {
+            return Err(CtrlRequestError::Busy);
+        }
+        self.mc = ModeChange {
+            active: true,
+            to_non_crc: self.cfg.mode == Mode::Crc,
+            ..ModeChange::default()
+        };
+        Ok(())
+    }
+
+    /// The PHY retrained after [`Event::ModeChangeRetrain`] (raised by
+    /// either end: the retrain is link-wide, so call this on both ends):
+    /// the new mode takes effect, the held control blocks are re-sealed
+    /// for it, and the retry pointers are realigned with a Retry_Req_Set.
+    /// A port that has sent its Block_Mode_Chg ACK switches even if the
+    /// peer's ACK was lost: the peer only retrains after receiving ours.
+    /// Ignored outside a mode switch.
+    pub fn mode_change_done(&mut self, now: u64) {
+        if !self.mc.active || !self.mc.ack_sent {
+            return;
+        }
+        let mode = if self.mc.to_non_crc {
+            Mode::NonCrc
+        } else {
+            Mode::Crc
+        };
+        self.mc = ModeChange::default();
+        if !self.retry.reseal_control_blocks(mode) {
+            self.event(Event::ModeChangeFailed);
+        }
+        self.cfg.mode = mode;
+        self.rx_partial_len = 0;
+        self.rx_have = 0;
+        self.wait_deadline = None;
+        self.req_sm = RetryReqState::Req;
+        self.now = now;
+        self.event(Event::ModeChanged(mode));
+    }
+
+    /// The next time [`Link::handle_timeout`] must be called.
+    pub fn next_deadline(&self) -> Option<u64> {
+        let poke = self.poke_deadline();
+        let partial = self.partial_block_deadline();
+        [self.wait_deadline, self.credit_deadline, poke, partial]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// When a partially received block is given up (see
+    /// [`Link::handle_timeout`]).
+    fn partial_block_deadline(&self) -> Option<u64> {
+        (self.rx_have > 0 && self.req_sm == RetryReqState::Normal).then_some(self.rx_block_deadline)
+    }
+
+    /// When a lock-out poke becomes due (see [`Link::transmit`]).
+    fn poke_deadline(&self) -> Option<u64> {
+        if self.lockout_blocked && self.poke_armed && self.retry.used() > 0 {
+            Some(
+                self.last_release
+                    .saturating_add(self.cfg.wait_timeout_ns / 2),
+            )
+        } else {
+            None
+        }
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        if self.ev_len == 0 {
+            return None;
+        }
+        let ev = self.events.get_mut(self.ev_head).and_then(Option::take);
+        self.ev_head = (self.ev_head + 1) % EVENT_SLOTS;
+        self.ev_len -= 1;
+        ev
+    }
+
+    fn event(&mut self, ev: Event) {
+        if matches!(
+            ev,
+            Event::Protocol(_) | Event::CreditOverflow(_) | Event::ReceiveOverflow(_)
+        ) {
+            self.counters.errors = self.counters.errors.wrapping_add(1);
+        }
+        if self.ev_len == EVENT_SLOTS {
+            // Drop the oldest; counters keep the totals.
+            self.ev_head = (self.ev_head + 1) % EVENT_SLOTS;
+            self.ev_len -= 1;
+        }
+        let at = (self.ev_head + self.ev_len) % EVENT_SLOTS;
+        if let Some(slot) = self.events.get_mut(at) {
+            *slot = Some(ev);
+        }
+        self.ev_len += 1;
+    }
+
+    fn set_state(&mut self, state: DllState) {
+        if self.state != state {
+            self.state = state;
+            self.event(Event::State(state));
+        }
+    }
+
+    // ----- PHY and management inputs ------------------------------------
+
+    /// PHY LinkUp = 1: leave DLL_Disabled for DLL_Param_Init and start the
+    /// retry alignment (a Retry_Req_Set is sent until a Retry_Ack_Set
+    /// arrives). Ignored while RETRY_REQ_SM is in ERROR.
+    pub fn link_up(&mut self, now: u64) {
+        self.now = now;
+        if self.state != DllState::Disabled || self.req_sm == RetryReqState::Error {
+            return;
+        }
+        self.set_state(DllState::ParamInit);
+        self.req_sm = RetryReqState::Req;
+    }
+
+    /// PHY LinkUp = 0 (§4.8.4): a partially delivered DLLDP is completed
+    /// with zero bytes and ERROR_FLAG; credits cleared; retry pointers to 0
+    /// and NumFreeBuf to the depth; DLL_Disabled. The network layer must
+    /// discard its queued packets. RETRY_REQ_SM ERROR stays latched.
+    pub fn link_down(&mut self, _now: u64, sink: &mut impl RxSink) {
+        if let Some(pkt) = self.rx_pkt.take() {
+            if !pkt.drop {
+                let (start, _) = pkt.layout.block_payload(usize::from(pkt.next));
+                let total = usize::from(pkt.layout.payload_len);
+                let mut left = total.saturating_sub(start);
+                let zeros = [0u8; 64];
+                loop {
+                    let n = left.min(zeros.len());
+                    left -= n;
+                    sink.deliver(&Delivery {
+                        vl: pkt.vl,
+                        cfg: pkt.cfg,
+                        rt: pkt.rt,
+                        total_len: pkt.layout.payload_len,
+                        first: false,
+                        last: left == 0,
+                        error_flag: left == 0,
+                        data: zeros.get(..n).unwrap_or(&[]),
+                    });
+                    if left == 0 {
+                        break;
+                    }
+                }
+                self.counters.rx_poisoned = self.counters.rx_poisoned.wrapping_add(1);
+            }
+        }
+        let error = self.req_sm == RetryReqState::Error;
+        self.clear();
+        if error {
+            self.req_sm = RetryReqState::Error;
+        }
+        self.set_state(DllState::Disabled);
+    }
+
+    /// Management reset (UBFM): everything back to power-on, RETRY_REQ_SM
+    /// ERROR cleared, DLL_Disabled. Counters are kept.
+    pub fn reset(&mut self) {
+        self.rx_pkt = None;
+        self.clear();
+        self.set_state(DllState::Disabled);
+    }
+
+    fn clear(&mut self) {
+        self.req_sm = RetryReqState::Normal;
+        self.ack_sm = RetryAckState::Normal;
+        self.retry.reset();
+        self.neg = None;
+        self.tx_credits = TxCredits::default();
+        self.tx_cur = None;
+        self.vl_rr = 0;
+        self.crd_rr = 0;
+        self.since_header = u32::MAX;
+        self.send_ack_set = false;
+        self.ack_set_num_retry = 0;
+        self.last_req_key = None;
+        self.idle_since_req = true;
+        self.init_sent = false;
+        self.crd_init_left = [0; MAX_VLS];
+        self.sd_sent = false;
+        self.peer_sd = false;
+        self.pending_ctrl = None;
+        self.stalled = false;
+        self.lockout_blocked = false;
+        self.mc = ModeChange::default();
+        self.poke_armed = true;
+        self.credit_deadline = None;
+        self.rx_partial_len = 0;
+        self.rx_have = 0;
+        self.rx_expect = 0;
+        self.rx_pkt = None;
+        self.rcv_ptr = 0;
+        self.num_retry = 0;
+        self.num_phy_reinit = 0;
+        self.wait_deadline = None;
+        self.rx_credits = RxCredits::default();
+        self.owed_acks = 0;
+        self.owed_pure = 0;
+        self.since_ack = 0;
+    }
+
+    /// The PHY finished a retrain requested by [`Event::RetrainRequest`]:
+    /// RETRY_REQ_SM goes from RETRAIN to REQ.
+    pub fn phy_retrained(&mut self, now: u64) {
+        if self.req_sm == RetryReqState::Retrain {
+            self.rx_partial_len = 0;
+            self.rx_have = 0;
+            self.enter_req(now);
+        }
+    }
+
+    /// The PHY started a retrain on its own: RETRY_REQ_SM → RETRAIN.
+    pub fn phy_retrain_started(&mut self, _now: u64) {
+        if self.state != DllState::Disabled
+            && !matches!(self.req_sm, RetryReqState::Retrain | RetryReqState::Error)
+        {
+            self.enter_retrain();
+        }
+    }
+
+    /// The PHY lost `flits` flits (FEC decode failure or lost alignment).
+    /// The flit stream restarts at a flit boundary.
+    pub fn receive_error(&mut self, now: u64, flits: u32) {
+        self.counters.rx_fec_errors = self.counters.rx_fec_errors.wrapping_add(u64::from(flits));
+        self.rx_partial_len = 0;
+        if self.state != DllState::Disabled && self.req_sm == RetryReqState::Normal {
+            self.block_error(now);
+        }
+    }
+
+    /// Handles expired timers: the WAIT timeout, the credit-return
+    /// timeout, and the partial-block timeout. The last one covers a
+    /// header corrupted into announcing a longer block than the peer sent:
+    /// on an idle link the rest never comes, so after the WAIT timeout the
+    /// partial block is treated as a CRC failure and retried.
+    pub fn handle_timeout(&mut self, now: u64) {
+        if self.partial_block_deadline().is_some_and(|d| now >= d) {
+            self.counters.rx_block_timeouts = self.counters.rx_block_timeouts.wrapping_add(1);
+            self.block_error(now);
+        }
+        if let Some(d) = self.wait_deadline {
+            if now >= d && self.req_sm == RetryReqState::Wait {
+                self.wait_deadline = None;
+                self.counters.retry_timeouts = self.counters.retry_timeouts.wrapping_add(1);
+                self.event(Event::RetryAckTimeout);
+                self.enter_req(now);
+            }
+        }
+        if let Some(d) = self.credit_deadline {
+            if now >= d {
+                self.credit_deadline = None;
+                self.counters.credit_timeouts = self.counters.credit_timeouts.wrapping_add(1);
+                self.event(Event::CreditReturnTimeout);
+            }
+        }
+    }
+
+    /// Queues a Param_Exchg block (DLL_Normal only).
+    pub fn send_param_exchg(&mut self, block: ParamExchg) -> Result<(), CtrlRequestError> {
+        self.queue_ctrl(ControlBlock::ParamExchg(block))
+    }
+
+    /// Queues a Lane_Manage block (DLL_Normal only).
+    pub fn send_lane_manage(&mut self, cmd: LaneManage) -> Result<(), CtrlRequestError> {
+        self.queue_ctrl(ControlBlock::LaneManage(cmd))
+    }
+
+    fn queue_ctrl(&mut self, cb: ControlBlock) -> Result<(), CtrlRequestError> {
+        if self.state != DllState::Normal {
+            return Err(CtrlRequestError::NotReady);
+        }
+        if self.pending_ctrl.is_some() {
+            return Err(CtrlRequestError::Busy);
+        }
+        self.pending_ctrl = Some(cb);
+        Ok(())
+    }
+
+    // ----- Retry request state machine -----------------------------------
+
+    fn block_error(&mut self, now: u64) {
+        self.rx_have = 0;
+        self.enter_req(now);
+    }
+
+    fn enter_req(&mut self, _now: u64) {
+        self.wait_deadline = None;
+        self.num_retry = self.num_retry.saturating_add(1);
+        if self.num_retry >= self.cfg.num_retry_threshold {
+            self.num_retry = 0;
+            self.event(Event::RetryRollover);
+            self.enter_retrain();
+        } else {
+            self.req_sm = RetryReqState::Req;
+        }
+    }
+
+    fn enter_retrain(&mut self) {
+        self.wait_deadline = None;
+        self.num_retry = 0;
+        self.num_phy_reinit = self.num_phy_reinit.saturating_add(1);
+        if self.num_phy_reinit >= self.cfg.num_phy_reinit_threshold {
+            self.num_phy_reinit = 0;
+            self.req_sm = RetryReqState::Error;
+            self.event(Event::RetryError);
+        } else {
+            self.req_sm = RetryReqState::Retrain;
+            self.counters.retrains = self.counters.retrains.wrapping_add(1);
+            self.event(Event::RetrainRequest);
+        }
+    }
+
+    fn peer_modulus(&self) -> u32 {
+        self.neg
+            .map_or(0x1_0000, |n| u32::from(n.peer_retry_buf_depth).max(1))
+    }
+
+    /// A retried block of `flits` was accepted: RcvPtr advances, the ACK
+    /// becomes owed and the retry counters clear (progress was made).
+    fn accept_retried(&mut self, flits: usize, pure_ack: bool) {
+        let m = self.peer_modulus();
+        self.rcv_ptr = ((u32::from(self.rcv_ptr) + flits as u32) % m) as u16;
+        self.owed_acks = self.owed_acks.saturating_add(flits as u32);
+        if pure_ack {
+            self.owed_pure = self.owed_pure.saturating_add(flits as u32);
+        }
+        self.num_retry = 0;
+        self.num_phy_reinit = 0;
+    }
+
+    // ----- Receive path ---------------------------------------------------
+
+    /// Feeds received bytes (any chunking; flits may span calls).
+    pub fn receive(&mut self, now: u64, data: &[u8], sink: &mut impl RxSink) {
+        self.now = now;
+        let mut data = data;
+        // Complete a partial flit first.
+        if self.rx_partial_len > 0 {
+            let need = FLIT_BYTES - self.rx_partial_len;
+            let take = need.min(data.len());
+            let (head, rest) = data.split_at(take);
+            if let Some(dst) = self
+                .rx_partial
+                .get_mut(self.rx_partial_len..self.rx_partial_len + take)
+            {
+                dst.copy_from_slice(head);
+            }
+            self.rx_partial_len += take;
+            data = rest;
+            if self.rx_partial_len < FLIT_BYTES {
+                return;
+            }
+            self.rx_partial_len = 0;
+            let flit = self.rx_partial;
+            self.on_flit(now, &flit, sink);
+        }
+        while data.len() >= FLIT_BYTES {
+            // Fast path: a whole block at a block boundary.
+            if self.rx_have == 0 && self.req_sm == RetryReqState::Normal && !self.mc.retraining {
+                if let Ok((flits, hdr)) = self.parse_header(data) {
+                    let bytes = flits * FLIT_BYTES;
+                    if let Some((block, rest)) = data.split_at_checked(bytes) {
+                        self.counters.rx_flits = self.counters.rx_flits.wrapping_add(flits as u64);
+                        if self.state == DllState::Disabled {
+                            self.counters.rx_discarded_flits =
+                                self.counters.rx_discarded_flits.wrapping_add(flits as u64);
+                        } else {
+                            self.process_block(now, block, hdr, sink);
+                        }
+                        data = rest;
+                        continue;
+                    }
+                }
+            }
+            let Some((flit, rest)) = data.split_first_chunk::<FLIT_BYTES>() else {
+                break;
+            };
+            self.on_flit(now, flit, sink);
+            data = rest;
+        }
+        if let Some(dst) = self.rx_partial.get_mut(..data.len()) {
+            dst.copy_from_slice(data);
+            self.rx_partial_len = data.len();
+        }
+    }
+
+    fn on_flit(&mut self, now: u64, flit: &[u8; FLIT_BYTES], sink: &mut impl RxSink) {
+        self.counters.rx_flits = self.counters.rx_flits.wrapping_add(1);
+        if self.state == DllState::Disabled || self.mc.retraining {
+            self.discard(1);
+            return;
+        }
+        match self.req_sm {
+            RetryReqState::Retrain | RetryReqState::Error => self.discard(1),
+            RetryReqState::Req | RetryReqState::Wait => {
+                // Discard until a Retry_Ack_Set: only single-flit retry
+                // blocks are recognised, each on its own CRC.
+                match ControlBlock::decode(self.cfg.mode, flit) {
+                    Ok((cb, _)) if is_retry_block(&cb) => self.on_retry_block(now, &cb),
+                    _ => self.discard(1),
+                }
+            }
+            RetryReqState::Normal => {
+                if self.rx_have == 0 {
+                    match self.parse_header(flit) {
+                        Ok((flits, hdr)) => {
+                            self.rx_expect = flits;
+                            self.rx_hdr = hdr;
+                            self.rx_block_deadline = now.saturating_add(self.cfg.wait_timeout_ns);
+                        }
+                        Err(e) => {
+                            self.count_frame_error(e);
+                            self.block_error(now);
+                            return;
+                        }
+                    }
+                }
+                if let Some(dst) = self
+                    .rx_block
+                    .get_mut(self.rx_have * FLIT_BYTES..(self.rx_have + 1) * FLIT_BYTES)
+                {
+                    dst.copy_from_slice(flit);
+                }
+                self.rx_have += 1;
+                if self.rx_have >= self.rx_expect {
+                    let n = self.rx_have * FLIT_BYTES;
+                    self.rx_have = 0;
+                    let block = self.rx_block;
+                    let hdr = self.rx_hdr;
+                    self.process_block(now, block.get(..n).unwrap_or(&[]), hdr, sink);
+                }
+            }
+        }
+    }
+
+    fn discard(&mut self, flits: u64) {
+        self.counters.rx_discarded_flits = self.counters.rx_discarded_flits.wrapping_add(flits);
+    }
+
+    fn count_frame_error(&mut self, e: FrameError) {
+        if e == FrameError::Crc {
+            self.counters.rx_crc_errors = self.counters.rx_crc_errors.wrapping_add(1);
+        } else {
+            self.counters.rx_malformed = self.counters.rx_malformed.wrapping_add(1);
+        }
+    }
+
+    /// Length in flits and kind of the block starting with `first`.
+    fn parse_header(&self, first: &[u8]) -> Result<(usize, RxHdr), FrameError> {
+        let cfg = header_cfg(first).ok_or(FrameError::Truncated)?;
+        if cfg == 0 {
+            let lch = Lch::decode(first)?;
+            let kind = CtrlKind::from_codes(lch.ctrl, lch.sub_ctrl).ok_or(FrameError::BadLch)?;
+            let (lo, hi) = kind.flit_range();
+            if lch.flits < lo || lch.flits > hi {
+                return Err(FrameError::BadCtrlLength);
+            }
+            return Ok((usize::from(lch.flits), RxHdr::Ctrl));
+        }
+        if let Some(pkt) = self.rx_pkt {
+            let lbh = Lbh::decode(first)?;
+            let lph = Lph {
+                base: lbh,
+                rt: pkt.rt,
+                plength: super::frame::Plength::from_raw(0),
+            };
+            let index = pkt.next;
+            return Ok((
+                pkt.layout.block_flits(usize::from(index)),
+                RxHdr::Data {
+                    layout: pkt.layout,
+                    index,
+                    lph,
+                },
+            ));
+        }
+        let lph = Lph::decode(first)?;
+        let layout = lph.plength.decode(self.cfg.mode)?;
+        Ok((
+            layout.block_flits(0),
+            RxHdr::Data {
+                layout,
+                index: 0,
+                lph,
+            },
+        ))
+    }
+
+    fn process_block(&mut self, now: u64, block: &[u8], hdr: RxHdr, sink: &mut impl RxSink) {
+        match hdr {
+            RxHdr::Ctrl => match ControlBlock::decode(self.cfg.mode, block) {
+                Ok((cb, _)) => {
+                    self.counters.rx_blocks = self.counters.rx_blocks.wrapping_add(1);
+                    self.on_control(now, &cb, block.len() / FLIT_BYTES, sink);
+                }
+                Err(e) => {
+                    self.count_frame_error(e);
+                    self.block_error(now);
+                }
+            },
+            RxHdr::Data { layout, index, lph } => {
+                let last = usize::from(index) + 1 == usize::from(layout.blocks);
+                match check_block(self.cfg.mode, block, last) {
+                    Ok(error_flag) => {
+                        self.counters.rx_blocks = self.counters.rx_blocks.wrapping_add(1);
+                        self.on_dlldb(block, &layout, index, &lph, error_flag, sink);
+                    }
+                    Err(e) => {
+                        self.count_frame_error(e);
+                        self.block_error(now);
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_dlldb(
+        &mut self,
+        block: &[u8],
+        layout: &Layout,
+        index: u8,
+        lph: &Lph,
+        error_flag: bool,
+        sink: &mut impl RxSink,
+    ) {
+        self.accept_retried(block.len() / FLIT_BYTES, false);
+        self.apply_piggyback(&lph.base);
+        let mut pkt = if index == 0 {
+            let vl = lph.base.vl;
+            let mut pkt = RxPkt {
+                vl,
+                cfg: lph.base.cfg,
+                rt: lph.rt,
+                layout: *layout,
+                next: 0,
+                drop: false,
+                cost: 0,
+            };
+            match self.neg {
+                None => {
+                    self.event(Event::Protocol(ProtocolError::NotNegotiated));
+                    pkt.drop = true;
+                }
+                Some(neg) => {
+                    pkt.cost = layout.cost(usize::from(neg.cell_flits)) as u32;
+                    if neg.vl_enable & (1u16 << (vl & 0xf)) == 0 {
+                        self.event(Event::Protocol(ProtocolError::BadVl));
+                        pkt.drop = true;
+                        pkt.cost = 0;
+                    } else if self
+                        .rx_credits
+                        .on_receive(usize::from(vl), pkt.cost)
+                        .is_err()
+                    {
+                        self.event(Event::ReceiveOverflow(vl));
+                        pkt.drop = true;
+                        pkt.cost = 0;
+                    } else if self.state != DllState::Normal {
+                        pkt.drop = true;
+                    }
+                }
+            }
+            pkt
+        } else {
+            match self.rx_pkt {
+                Some(p) => p,
+                None => return,
+            }
+        };
+        let last = usize::from(index) + 1 == usize::from(layout.blocks);
+        if !pkt.drop {
+            let data = dlldb_payload(layout, usize::from(index), block).unwrap_or(&[]);
+            self.counters.rx_payload_bytes = self
+                .counters
+                .rx_payload_bytes
+                .wrapping_add(data.len() as u64);
+            sink.deliver(&Delivery {
+                vl: pkt.vl,
+                cfg: pkt.cfg,
+                rt: pkt.rt,
+                total_len: layout.payload_len,
+                first: index == 0,
+                last,
+                error_flag: last && error_flag,
+                data,
+            });
+        }
+        if last {
+            if pkt.drop {
+                self.counters.rx_dropped_dlldps = self.counters.rx_dropped_dlldps.wrapping_add(1);
+            } else {
+                self.counters.rx_dlldps = self.counters.rx_dlldps.wrapping_add(1);
+                if error_flag {
+                    self.counters.rx_poisoned = self.counters.rx_poisoned.wrapping_add(1);
+                }
+            }
+            // The sink consumed the packet: its cells are free again.
+            self.rx_credits.on_free(usize::from(pkt.vl), pkt.cost);
+            self.rx_pkt = None;
+        } else {
+            pkt.next = index + 1;
+            self.rx_pkt = Some(pkt);
+        }
+    }
+
+    /// Applies the CRD and ACK bits of an LPH/LBH.
+    fn apply_piggyback(&mut self, lbh: &Lbh) {
+        if !lbh.ack && !lbh.crd {
+            return;
+        }
+        let Some(neg) = self.neg else {
+            self.event(Event::Protocol(ProtocolError::NotNegotiated));
+            return;
+        };
+        if lbh.ack {
+            self.release(u32::from(neg.data_ack_grain));
+        }
+        if lbh.crd {
+            let vl = usize::from(lbh.crd_vl);
+            let cells = neg.data_credit_grain.get(vl).copied().unwrap_or(0);
+            self.credit_return(vl, u32::from(cells));
+        }
+    }
+
+    fn release(&mut self, flits: u32) {
+        if flits == 0 {
+            return;
+        }
+        self.poke_armed = true;
+        self.last_release = self.now;
+        if let Err(RetryError::AckOverflow) = self.retry.release(flits) {
+            self.event(Event::Protocol(ProtocolError::AckOverflow));
+        }
+    }
+
+    fn credit_return(&mut self, vl: usize, cells: u32) {
+        if cells == 0 {
+            return;
+        }
+        self.counters.credits_received = self
+            .counters
+            .credits_received
+            .wrapping_add(u64::from(cells));
+        self.credit_deadline = None;
+        if let Err(CreditError::ReturnOverflow) = self.tx_credits.on_return(vl, cells) {
+            self.event(Event::CreditOverflow(vl as u8));
+        }
+    }
+
+    fn on_control(&mut self, now: u64, cb: &ControlBlock, flits: usize, sink: &mut impl RxSink) {
+        let kind = cb.kind();
+        if kind.is_retried() {
+            let pure = matches!(cb, ControlBlock::CrdAck(c) if c.is_pure_ack());
+            if let ControlBlock::Init(p) = cb {
+                // Negotiate first: the Init Block sets RcvPtr's modulus.
+                self.on_init(p);
+            }
+            self.accept_retried(flits, pure);
+        }
+        match cb {
+            ControlBlock::Null | ControlBlock::Nob | ControlBlock::Init(_) => {}
+            ControlBlock::RetryIdle | ControlBlock::RetryReq(_) | ControlBlock::RetryAck(_) => {
+                self.on_retry_block(now, cb);
+            }
+            ControlBlock::CrdAck(c) => self.on_crd_ack(c),
+            ControlBlock::ParamExchg(p) => {
+                if self.state == DllState::Normal {
+                    sink.param_exchg(p);
+                }
+            }
+            ControlBlock::LaneManage(l) => self.event(Event::LaneManage(*l)),
+            ControlBlock::BlockModeChg { ack } => {
+                self.event(Event::BlockModeChg(*ack));
+                self.on_block_mode_chg(*ack);
+            }
+        }
+    }
+
+    fn on_block_mode_chg(&mut self, ack: bool) {
+        if self.state != DllState::Normal {
+            return;
+        }
+        if ack {
+            if self.mc.active {
+                self.mc.peer_ack = true;
+            }
+        } else {
+            if !self.mc.active {
+                // The peer started: do the same.
+                self.mc = ModeChange {
+                    active: true,
+                    to_non_crc: self.cfg.mode == Mode::Crc,
+                    ..ModeChange::default()
+                };
+            }
+            self.mc.peer_req = true;
+        }
+        self.check_mode_change();
+    }
+
+    fn check_mode_change(&mut self) {
+        if self.mc.active && self.mc.ack_sent && self.mc.peer_ack && !self.mc.retraining {
+            self.mc.retraining = true;
+            let mode = if self.mc.to_non_crc {
+                Mode::NonCrc
+            } else {
+                Mode::Crc
+            };
+            self.event(Event::ModeChangeRetrain(mode));
+        }
+    }
+
+    /// Transmit side of the mode switch: finish the DLLDP in progress,
+    /// send REQ, then only Crd_Acks; once the peer's REQ is in, flush the
+    /// ACKs in a Crd_Ack, send ACK and stop.
+    fn mode_change_tx(
+        &mut self,
+        now: u64,
+        neg: &Negotiated,
+        out: &mut [u8],
+        src: &mut impl TxSource,
+    ) -> usize {
+        if self.tx_cur.is_some() {
+            let n = self.send_data(now, neg, out, src);
+            if n > 0 || self.out_full {
+                return n;
+            }
+        } else if !self.mc.req_sent {
+            let n = self.send_retried_ctrl(&ControlBlock::BlockModeChg { ack: false }, out);
+            if n > 0 {
+                self.mc.req_sent = true;
+                return n;
+            }
+        } else if self.mc.ack_sent {
+            return 0;
+        } else if self.mc.peer_req {
+            if !self.mc.flushed {
+                // Everything owed, pure ACKs included, so the peer holds
+                // no DLLDP when the mode changes.
+                let n = self.send_crd_ack(neg, out, false);
+                if n > 0 {
+                    self.mc.flushed = true;
+                }
+                return n;
+            }
+            let cb = ControlBlock::BlockModeChg { ack: true };
+            if !self.retry.fits(1) {
+                return 0;
+            }
+            let Ok(n) = cb.encode(self.cfg.mode, out) else {
+                return 0;
+            };
+            let _ = self.retry.push(out.get(..n).unwrap_or(&[]));
+            self.count_tx_block();
+            self.mc.ack_sent = true;
+            self.check_mode_change();
+            return n;
+        }
+        // Blocked (or waiting for the peer's REQ): only Crd_Acks, and the
+        // lock-out poke so that a full retry buffer cannot stall the
+        // handshake.
+        if self.credit_init_done() && self.crd_ack_forced(neg) {
+            return self.send_crd_ack(neg, out, false);
+        }
+        let n = self.idle_crd_ack(neg, out);
+        if n > 0 {
+            return n;
+        }
+        self.poke(out)
+    }
+
+    fn on_retry_block(&mut self, now: u64, cb: &ControlBlock) {
+        match cb {
+            ControlBlock::RetryIdle => self.idle_since_req = true,
+            ControlBlock::RetryReq(r) => self.on_retry_req(r),
+            ControlBlock::RetryAck(a) => match self.req_sm {
+                RetryReqState::Wait if a.rd_ptr == self.rcv_ptr => {
+                    self.wait_deadline = None;
+                    self.req_sm = RetryReqState::Normal;
+                    self.rx_have = 0;
+                }
+                RetryReqState::Normal if a.rd_ptr != self.rcv_ptr => {
+                    // A stale set restarts the peer's retransmission behind
+                    // us: realign by requesting from our RcvPtr.
+                    self.block_error(now);
+                }
+                _ => self.discard(1),
+            },
+            _ => {}
+        }
+    }
+
+    fn on_retry_req(&mut self, r: &RetryReq) {
+        let key = (r.rcv_ptr, r.num_retry, r.num_phy_reinit);
+        if !self.idle_since_req && self.last_req_key == Some(key) {
+            return; // Another block of a set already acted on.
+        }
+        self.idle_since_req = false;
+        self.last_req_key = Some(key);
+        if self.retry.start_retransmit(r.rcv_ptr).is_err() {
+            self.event(Event::Protocol(ProtocolError::BadRcvPtr));
+            return;
+        }
+        self.ack_sm = RetryAckState::Ack;
+        self.send_ack_set = true;
+        self.ack_set_num_retry = r.num_retry;
+    }
+
+    fn on_init(&mut self, peer: &InitParams) {
+        if self.neg.is_some() {
+            return;
+        }
+        let neg = negotiate(&self.cfg.caps, peer, self.cfg.want_sharing);
+        self.neg = Some(neg);
+        self.event(Event::Negotiated);
+        self.tx_credits = TxCredits::new(
+            neg.tx_sharing,
+            neg.vl_enable,
+            self.cfg.share_reserve,
+            self.cfg.share_order,
+        );
+        let cells = cells_for_buffer(self.cfg.rx_buffer_bytes, u32::from(neg.cell_flits));
+        let granted = split_equally(cells, usize::from(neg.vls), &neg.ctrl_credit_grain);
+        self.rx_credits = RxCredits::new(granted, neg.rx_sharing);
+        self.crd_init_left = granted;
+        self.check_progress();
+    }
+
+    fn on_crd_ack(&mut self, c: &CrdAck) {
+        let Some(neg) = self.neg else {
+            self.event(Event::Protocol(ProtocolError::NotNegotiated));
+            return;
+        };
+        self.release(u32::from(c.ack_num) * u32::from(neg.ctrl_ack_grain));
+        for (vl, &n) in c.crd_num.iter().enumerate() {
+            if n == 0 {
+                continue;
+            }
+            let cells =
+                u32::from(n) * u32::from(neg.ctrl_credit_grain.get(vl).copied().unwrap_or(1));
+            if c.initial {
+                self.tx_credits.add_initial(vl, cells);
+            } else {
+                self.credit_return(vl, cells);
+            }
+        }
+        if c.initial && c.done {
+            self.peer_sd = true;
+            self.check_progress();
+        }
+    }
+
+    /// Param_Init → Credit_Init once the peer's Init Block arrived and
+    /// ours is sent; Credit_Init → Normal once both SDs are exchanged.
+    fn check_progress(&mut self) {
+        if self.state == DllState::ParamInit && self.neg.is_some() && self.init_sent {
+            self.set_state(DllState::CreditInit);
+        }
+        if self.state == DllState::CreditInit && self.sd_sent && self.peer_sd {
+            self.tx_credits.finish_init();
+            self.set_state(DllState::Normal);
+        }
+    }
+
+    // ----- Transmit path --------------------------------------------------
+
+    /// Writes whole blocks into `out` (never a partial block) and returns
+    /// the bytes written; 0 when there is nothing to send (the PHY then
+    /// sends idle). `out` should hold at least [`MIN_TX_BUFFER`] bytes.
+    pub fn transmit(&mut self, now: u64, out: &mut [u8], src: &mut impl TxSource) -> usize {
+        self.now = now;
+        let mut done = 0;
+        while let Some(rest) = out.get_mut(done..) {
+            let n = self.next_block(now, rest, src);
+            if n == 0 {
+                break;
+            }
+            let flits = (n / FLIT_BYTES) as u32;
+            self.counters.tx_flits = self.counters.tx_flits.wrapping_add(u64::from(flits));
+            self.since_header = self.since_header.saturating_add(flits);
+            self.since_ack = self.since_ack.saturating_add(flits);
+            done += n;
+        }
+        done
+    }
+
+    fn count_tx_block(&mut self) {
+        self.counters.tx_blocks = self.counters.tx_blocks.wrapping_add(1);
+    }
+
+    fn next_block(&mut self, now: u64, out: &mut [u8], src: &mut impl TxSource) -> usize {
+        if self.state == DllState::Disabled
+            || self.mc.retraining
+            || matches!(self.req_sm, RetryReqState::Retrain | RetryReqState::Error)
+        {
+            return 0;
+        }
+        if self.send_ack_set {
+            let ack = ControlBlock::RetryAck(RetryAck {
+                num_retry: self.ack_set_num_retry,
+                num_free_buf: self.retry.num_free(),
+                rd_ptr: self.retry.rd_ptr(),
+                wr_ptr: self.retry.wr_ptr(),
+            });
+            let n = self.retry_set(&ack, out);
+            if n > 0 {
+                self.send_ack_set = false;
+                self.counters.retry_ack_sets = self.counters.retry_ack_sets.wrapping_add(1);
+                if !self.retry.retransmitting() {
+                    self.ack_sm = RetryAckState::Normal;
+                }
+            }
+            return n;
+        }
+        if self.req_sm == RetryReqState::Req {
+            let req = ControlBlock::RetryReq(RetryReq {
+                rcv_ptr: self.rcv_ptr,
+                num_phy_reinit: self.num_phy_reinit,
+                num_retry: self.num_retry,
+            });
+            let n = self.retry_set(&req, out);
+            if n > 0 {
+                self.req_sm = RetryReqState::Wait;
+                self.wait_deadline = Some(now.saturating_add(self.cfg.wait_timeout_ns));
+                self.counters.retry_req_sets = self.counters.retry_req_sets.wrapping_add(1);
+            }
+            return n;
+        }
+        if self.retry.retransmitting() {
+            let n = self.retry.retransmit(out);
+            if n > 0 {
+                self.count_tx_block();
+                self.counters.tx_retransmitted_flits = self
+                    .counters
+                    .tx_retransmitted_flits
+                    .wrapping_add((n / FLIT_BYTES) as u64);
+                if !self.retry.retransmitting() {
+                    self.ack_sm = RetryAckState::Normal;
+                }
+            }
+            return n;
+        }
+        self.ack_sm = RetryAckState::Normal;
+        self.lockout_blocked = false;
+        self.out_full = false;
+        // The Init Block goes out once the retry alignment is done.
+        if self.state == DllState::ParamInit
+            && !self.init_sent
+            && self.req_sm == RetryReqState::Normal
+        {
+            return self.send_init(out);
+        }
+        let Some(neg) = self.neg else {
+            return 0;
+        };
+        if self.mc.active {
+            return self.mode_change_tx(now, &neg, out, src);
+        }
+        if self.credit_init_done() && self.crd_ack_forced(&neg) {
+            return self.send_crd_ack(&neg, out, false);
+        }
+        if let Some(cb) = self.pending_ctrl {
+            let n = self.send_retried_ctrl(&cb, out);
+            if n > 0 {
+                self.pending_ctrl = None;
+                return n;
+            }
+        }
+        match self.state {
+            DllState::ParamInit | DllState::Disabled => 0,
+            DllState::CreditInit if !self.sd_sent => self.send_crd_ack(&neg, out, true),
+            DllState::CreditInit => self.idle_crd_ack(&neg, out),
+            DllState::Normal => {
+                let n = self.send_data(now, &neg, out, src);
+                if n > 0 || self.out_full {
+                    // A block waits for room in `out`: that is not idle.
+                    return n;
+                }
+                let n = self.idle_crd_ack(&neg, out);
+                if n > 0 {
+                    return n;
+                }
+                self.poke(out)
+            }
+        }
+    }
+
+    fn send_init(&mut self, out: &mut [u8]) -> usize {
+        let n = self.send_retried_ctrl(&ControlBlock::Init(self.cfg.caps), out);
+        if n > 0 {
+            self.init_sent = true;
+            self.check_progress();
+        }
+        n
+    }
+
+    fn retry_set(&mut self, cb: &ControlBlock, out: &mut [u8]) -> usize {
+        let Some(set) = out.get_mut(..RETRY_SET_FLITS * FLIT_BYTES) else {
+            return 0;
+        };
+        let mut chunks = set.chunks_exact_mut(FLIT_BYTES);
+        if let Some(first) = chunks.next() {
+            let _ = ControlBlock::RetryIdle.encode(self.cfg.mode, first);
+        }
+        let mut one = [0u8; FLIT_BYTES];
+        let _ = cb.encode(self.cfg.mode, &mut one);
+        for c in chunks {
+            c.copy_from_slice(&one);
+        }
+        self.counters.tx_blocks = self.counters.tx_blocks.wrapping_add(RETRY_SET_FLITS as u64);
+        RETRY_SET_FLITS * FLIT_BYTES
+    }
+
+    /// Lock-out avoidance, second half: blocked at the threshold with
+    /// nothing the peer would acknowledge on its own (the peer never
+    /// acknowledges ACK-only Crd_Acks by themselves) and no ACK for half
+    /// the WAIT timeout (longer than a round trip), send one NOB from the
+    /// reserve. The peer then owes a real ACK and answers with a Crd_Ack
+    /// that frees everything. At most one poke per ACK received.
+    fn poke(&mut self, out: &mut [u8]) -> usize {
+        let due = self.poke_deadline().is_some_and(|d| self.now >= d);
+        if !due || !self.retry.fits(3) {
+            return 0;
+        }
+        let Ok(n) = ControlBlock::Nob.encode(self.cfg.mode, out) else {
+            return 0;
+        };
+        let _ = self.retry.push(out.get(..n).unwrap_or(&[]));
+        self.poke_armed = false;
+        self.count_tx_block();
+        self.counters.tx_nobs = self.counters.tx_nobs.wrapping_add(1);
+        n
+    }
+
+    /// Sends a retried DLLCB if it fits above the lock-out reserve.
+    fn send_retried_ctrl(&mut self, cb: &ControlBlock, out: &mut [u8]) -> usize {
+        let flits = cb.flits();
+        if !self
+            .retry
+            .fits(flits + usize::from(self.cfg.lockout_threshold))
+        {
+            self.lockout_blocked = true;
+            self.counters.lockouts = self.counters.lockouts.wrapping_add(1);
+            return 0;
+        }
+        let Ok(n) = cb.encode(self.cfg.mode, out) else {
+            return 0;
+        };
+        let _ = self.retry.push(out.get(..n).unwrap_or(&[]));
+        self.count_tx_block();
+        if matches!(cb, ControlBlock::Nob) {
+            self.counters.tx_nobs = self.counters.tx_nobs.wrapping_add(1);
+        }
+        n
+    }
+
+    fn credit_init_done(&self) -> bool {
+        self.state == DllState::Normal || (self.state == DllState::CreditInit && self.sd_sent)
+    }
+
+    fn credit_return_forced(&self) -> bool {
+        let t = self.cfg.credit_return_threshold.max(1);
+        (0..MAX_VLS).any(|vl| self.rx_credits.pending(vl) >= t)
+    }
+
+    fn substantive_acks(&self) -> u32 {
+        self.owed_acks.saturating_sub(self.owed_pure)
+    }
+
+    fn crd_ack_forced(&mut self, neg: &Negotiated) -> bool {
+        if self.credit_return_forced() {
+            return true;
+        }
+        if self.substantive_acks() == 0 || self.owed_acks < u32::from(neg.ctrl_ack_grain) {
+            return false;
+        }
+        let threshold = u32::from(self.cfg.ack_threshold)
+            .min(u32::from(neg.peer_retry_buf_depth) / 2)
+            .max(1);
+        self.owed_acks >= threshold || self.since_ack >= self.cfg.ack_delay_flits
+    }
+
+    fn idle_crd_ack(&mut self, neg: &Negotiated, out: &mut [u8]) -> usize {
+        let credits = (0..MAX_VLS).any(|vl| {
+            let k = u32::from(neg.ctrl_credit_grain.get(vl).copied().unwrap_or(1));
+            self.rx_credits.pending(vl) >= k.max(1)
+        });
+        let acks = self.substantive_acks() > 0 && self.owed_acks >= u32::from(neg.ctrl_ack_grain);
+        if credits || acks {
+            self.send_crd_ack(neg, out, false)
+        } else {
+            0
+        }
+    }
+
+    /// Sends a Crd_Ack returning every owed ACK and as many credits as fit;
+    /// `initial` sends the next initial-credit block instead.
+    fn send_crd_ack(&mut self, neg: &Negotiated, out: &mut [u8], initial: bool) -> usize {
+        let reserve = if initial {
+            usize::from(self.cfg.lockout_threshold)
+        } else {
+            0
+        };
+        if !self.retry.fits(2 + reserve) || out.len() < 2 * FLIT_BYTES {
+            return 0;
+        }
+        let grain = u32::from(neg.ctrl_ack_grain.max(1));
+        let ack_num = (self.owed_acks / grain).min(u32::from(u16::MAX));
+        let mut crd_num = [0u8; MAX_VLS];
+        let mut done = false;
+        for (vl, slot) in crd_num.iter_mut().enumerate() {
+            let k = u32::from(neg.ctrl_credit_grain.get(vl).copied().unwrap_or(1).max(1));
+            if initial {
+                if let Some(left) = self.crd_init_left.get_mut(vl) {
+                    let n = (*left / k).min(63);
+                    *left -= n * k;
+                    *slot = n as u8;
+                }
+            } else {
+                let n = (self.rx_credits.pending(vl) / k).min(63);
+                self.rx_credits.returned(vl, n * k);
+                self.counters.credits_returned = self
+                    .counters
+                    .credits_returned
+                    .wrapping_add(u64::from(n * k));
+                *slot = n as u8;
+            }
+        }
+        if initial {
+            done = self.crd_init_left.iter().all(|&l| l == 0);
+        }
+        let cb = ControlBlock::CrdAck(CrdAck {
+            initial,
+            done,
+            ack_num: ack_num as u16,
+            crd_num,
+        });
+        let Ok(n) = cb.encode(self.cfg.mode, out) else {
+            return 0;
+        };
+        let _ = self.retry.push(out.get(..n).unwrap_or(&[]));
+        self.returned_acks(ack_num * grain);
+        self.count_tx_block();
+        self.counters.tx_crd_acks = self.counters.tx_crd_acks.wrapping_add(1);
+        if done {
+            self.sd_sent = true;
+            self.check_progress();
+        }
+        n
+    }
+
+    fn returned_acks(&mut self, flits: u32) {
+        if flits == 0 {
+            return;
+        }
+        self.owed_acks = self.owed_acks.saturating_sub(flits);
+        self.owed_pure = self.owed_pure.min(self.owed_acks);
+        self.since_ack = 0;
+    }
+
+    /// Picks the VL of the next DLLDP (round robin over ready VLs with
+    /// credit) and consumes its credit; or continues the current DLLDP.
+    fn send_data(
+        &mut self,
+        now: u64,
+        neg: &Negotiated,
+        out: &mut [u8],
+        src: &mut impl TxSource,
+    ) -> usize {
+        if self.tx_cur.is_none() {
+            let ready = src.ready() & neg.vl_enable;
+            if ready == 0 {
+                self.stalled = false;
+                self.credit_deadline = None;
+                return 0;
+            }
+            let interval = u32::from(neg.peer_packet_min_interval);
+            if self.since_header < interval {
+                return self.send_retried_ctrl(&ControlBlock::Nob, out);
+            }
+            let Some(cur) = self.pick_packet(now, neg, ready, src) else {
+                return 0;
+            };
+            self.tx_cur = Some(cur);
+        }
+        let Some(mut cur) = self.tx_cur else {
+            return 0;
+        };
+        let index = usize::from(cur.next);
+        let flits = cur.layout.block_flits(index);
+        if !self
+            .retry
+            .fits(flits + usize::from(self.cfg.lockout_threshold))
+        {
+            self.lockout_blocked = true;
+            self.counters.lockouts = self.counters.lockouts.wrapping_add(1);
+            return 0;
+        }
+        if out.len() < flits * FLIT_BYTES {
+            self.out_full = true;
+            return 0;
+        }
+        let Some(pkt) = src.head(cur.vl) else {
+            // The source withdrew the packet: nothing more can be sent of
+            // it (only possible with a misbehaving source).
+            self.tx_cur = None;
+            return 0;
+        };
+        let ack = self.owed_acks >= u32::from(neg.data_ack_grain.max(1));
+        let (crd, crd_vl) = self.pick_credit_return(neg);
+        let lbh = Lbh {
+            crd,
+            ack,
+            crd_vl,
+            vl: cur.vl,
+            cfg: pkt.cfg,
+        };
+        let Ok(n) = encode_dlldb(
+            &cur.layout,
+            index,
+            lbh,
+            pkt.rt,
+            pkt.payload,
+            pkt.error_flag,
+            out,
+        ) else {
+            return 0;
+        };
+        if ack {
+            self.returned_acks(u32::from(neg.data_ack_grain));
+        }
+        if crd {
+            let g = neg.data_credit_grain.get(usize::from(crd_vl)).copied();
+            let cells = u32::from(g.unwrap_or(0));
+            self.rx_credits.returned(usize::from(crd_vl), cells);
+            self.counters.credits_returned = self
+                .counters
+                .credits_returned
+                .wrapping_add(u64::from(cells));
+        }
+        let _ = self.retry.push(out.get(..n).unwrap_or(&[]));
+        self.count_tx_block();
+        if index == 0 {
+            self.since_header = 0;
+            self.counters.tx_dlldps = self.counters.tx_dlldps.wrapping_add(1);
+            self.counters.tx_payload_bytes = self
+                .counters
+                .tx_payload_bytes
+                .wrapping_add(u64::from(cur.layout.payload_len));
+        }
+        cur.next += 1;
+        if cur.next >= cur.layout.blocks {
+            self.tx_cur = None;
+            src.pop(cur.vl);
+        } else {
+            self.tx_cur = Some(cur);
+        }
+        n
+    }
+
+    fn pick_packet(
+        &mut self,
+        now: u64,
+        neg: &Negotiated,
+        ready: u16,
+        src: &mut impl TxSource,
+    ) -> Option<TxCur> {
+        let mut starved = false;
+        for i in 0..MAX_VLS as u8 {
+            let vl = (self.vl_rr + i) % MAX_VLS as u8;
+            if ready & (1 << vl) == 0 {
+                continue;
+            }
+            let Some(pkt) = src.head(vl) else {
+                continue;
+            };
+            let layout = match super::frame::Plength::encode(self.cfg.mode, pkt.payload.len()) {
+                Ok((_, l)) if is_dlldp_cfg(pkt.cfg) && pkt.rt < 4 => l,
+                _ => {
+                    self.counters.tx_rejected = self.counters.tx_rejected.wrapping_add(1);
+                    src.pop(vl);
+                    continue;
+                }
+            };
+            let cost = layout.cost(usize::from(neg.cell_flits)) as u32;
+            if !self.tx_credits.try_consume(usize::from(vl), cost) {
+                starved = true;
+                continue;
+            }
+            self.counters.credits_spent = self.counters.credits_spent.wrapping_add(u64::from(cost));
+            self.vl_rr = (vl + 1) % MAX_VLS as u8;
+            self.stalled = false;
+            self.credit_deadline = None;
+            return Some(TxCur {
+                vl,
+                layout,
+                next: 0,
+            });
+        }
+        if starved {
+            if !self.stalled {
+                self.stalled = true;
+                self.counters.credit_stalls = self.counters.credit_stalls.wrapping_add(1);
+            }
+            if self.credit_deadline.is_none() {
+                self.credit_deadline = Some(now.saturating_add(self.cfg.credit_timeout_ns));
+            }
+        }
+        None
+    }
+
+    fn pick_credit_return(&mut self, neg: &Negotiated) -> (bool, u8) {
+        for i in 0..MAX_VLS as u8 {
+            let vl = (self.crd_rr + i) % MAX_VLS as u8;
+            let m = u32::from(
+                neg.data_credit_grain
+                    .get(usize::from(vl))
+                    .copied()
+                    .unwrap_or(0),
+            );
+            if m > 0 && self.rx_credits.pending(usize::from(vl)) >= m {
+                self.crd_rr = (vl + 1) % MAX_VLS as u8;
+                return (true, vl);
+            }
+        }
+        (false, 0)
+    }
+}
+
+fn is_retry_block(cb: &ControlBlock) -> bool {
+    matches!(
+        cb,
+        ControlBlock::RetryIdle | ControlBlock::RetryReq(_) | ControlBlock::RetryAck(_)
+    )
+}
+
+/// The largest DLLDP payload of the engine's mode.
+pub fn max_dlldp_payload(mode: Mode) -> usize {
+    max_payload(mode)
+}
+
+/// Flits of the Init Block this engine sends.
+pub const fn init_block_flits() -> usize {
+    INIT_BLOCK_FLITS
+}
