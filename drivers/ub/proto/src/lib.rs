@@ -24,4 +24,6 @@
 
 pub mod crc;
 pub mod link;
+pub mod net;
 pub mod testvec;
+pub mod transport;

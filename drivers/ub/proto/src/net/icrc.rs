@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The invariant CRC (ICRC, UB spec §5.3.7).
+//!
+//! Coverage starts at the IP header (CFG 3/4, so the CCI + NPI prefix is not
+//! covered) or at the NTH (CFG 6/7) and ends just before the 4-byte trailer.
+//! CFG 9 packets carry no ICRC. Before the CRC is computed, the fields a
+//! switch may rewrite are replaced by all ones: the NTH CCI and LBF; the
+//! IPv4 ToS, TTL and header checksum; the IPv6 traffic class, flow label and
+//! hop limit; the UDP checksum.
+//!
+//! The CRC is [`Crc32`] (reflected CRC-32). **Trailer byte order** (the
+//! spec's figure is missing, so this is our decision): little-endian, the
+//! least significant byte first, as Ethernet sends its FCS and RoCEv2 its
+//! ICRC. With that order the CRC over the masked covered bytes followed by
+//! the trailer is the constant [`RESIDUE`], which the tests check.
+
+use super::super::crc::Crc32;
+use super::nth::{ICRC_LEN, IPV4_LEN, IPV6_LEN, IP_PREFIX_LEN, UDP_LEN};
+use super::{Error, PacketClass};
+
+/// CRC-32 residue of a masked packet followed by its little-endian ICRC.
+pub const RESIDUE: u32 = 0x2144_DF1C;
+
+/// Bytes of the covered range that may contain masked fields.
+const MASK_SPAN: usize = IPV6_LEN + UDP_LEN;
+
+/// Where coverage starts, within the network packet (after the LPH).
+pub const fn coverage_start(class: PacketClass) -> usize {
+    match class {
+        PacketClass::Ipv4 | PacketClass::Ipv6 => IP_PREFIX_LEN,
+        _ => 0,
+    }
+}
+
+/// Sets the masked fields of the first bytes of the covered range to ones.
+fn apply_mask(class: PacketClass, head: &mut [u8]) {
+    let mut set = |off: usize, bits: u8| {
+        if let Some(b) = head.get_mut(off) {
+            *b |= bits;
+        }
+    };
+    match class {
+        PacketClass::Cna16 => {
+            // CCI (bytes 4-5) and LBF (byte 6).
+            set(4, 0xff);
+            set(5, 0xff);
+            set(6, 0xff);
+        }
+        PacketClass::Cna24 => {
+            set(6, 0xff);
+            set(7, 0xff);
+            set(8, 0xff);
+        }
+        PacketClass::Ipv4 => {
+            set(1, 0xff); // ToS
+            set(8, 0xff); // TTL
+            set(10, 0xff); // header checksum
+            set(11, 0xff);
+            set(IPV4_LEN + 6, 0xff); // UDP checksum
+            set(IPV4_LEN + 7, 0xff);
+        }
+        PacketClass::Ipv6 => {
+            set(0, 0x0f); // traffic class, high nibble
+            set(1, 0xff); // traffic class low nibble, flow label
+            set(2, 0xff);
+            set(3, 0xff);
+            set(7, 0xff); // hop limit
+            set(IPV6_LEN + 6, 0xff); // UDP checksum
+            set(IPV6_LEN + 7, 0xff);
+        }
+        PacketClass::NetControl | PacketClass::Cna16Coherent => {}
+    }
+}
+
+/// The ICRC of `covered` (the covered range of a packet of class `class`,
+/// trailer excluded), with the masked fields taken as all ones.
+pub fn compute(class: PacketClass, covered: &[u8]) -> u32 {
+    let split = core::cmp::min(MASK_SPAN, covered.len());
+    let (head, tail) = covered.split_at(split);
+    let mut buf = [0u8; MASK_SPAN];
+    let mut crc = Crc32::new();
+    if let Some(b) = buf.get_mut(..split) {
+        b.copy_from_slice(head);
+        apply_mask(class, b);
+        crc.update(b);
+    }
+    crc.update(tail);
+    crc.finish()
+}
+
+/// Splits a network packet into covered range and trailer.
+fn split(class: PacketClass, pkt: &[u8]) -> Result<(&[u8], [u8; ICRC_LEN]), Error> {
+    if !class.has_icrc() {
+        return Err(Error::Invalid("class without ICRC"));
+    }
+    let body_end = pkt.len().checked_sub(ICRC_LEN).ok_or(Error::Truncated)?;
+    let (body, trailer) = pkt.split_at_checked(body_end).ok_or(Error::Truncated)?;
+    let covered = body.get(coverage_start(class)..).ok_or(Error::Truncated)?;
+    let mut t = [0u8; ICRC_LEN];
+    t.copy_from_slice(trailer);
+    Ok((covered, t))
+}
+
+/// Writes the ICRC into the last four bytes of the network packet `pkt`
+/// (everything after the LPH, trailer included).
+pub fn seal(class: PacketClass, pkt: &mut [u8]) -> Result<(), Error> {
+    let (covered, _) = split(class, pkt)?;
+    let crc = compute(class, covered);
+    let end = pkt.len();
+    let start = end.checked_sub(ICRC_LEN).ok_or(Error::Truncated)?;
+    pkt.get_mut(start..end)
+        .ok_or(Error::Truncated)?
+        .copy_from_slice(&crc.to_le_bytes());
+    Ok(())
+}
+
+/// Checks the ICRC of the network packet `pkt`; `Err(BadIcrc)` means drop.
+pub fn verify(class: PacketClass, pkt: &[u8]) -> Result<(), Error> {
+    let (covered, trailer) = split(class, pkt)?;
+    if compute(class, covered) == u32::from_le_bytes(trailer) {
+        Ok(())
+    } else {
+        Err(Error::BadIcrc)
+    }
+}
