@@ -22,6 +22,7 @@
 #![cfg_attr(not(CONFIG_RUST), no_std)]
 #![forbid(unsafe_code)]
 
+pub mod controller;
 pub mod crc;
 pub mod link;
 pub mod net;

@@ -1,0 +1,767 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The whole emulated fabric: controllers, links (PHY model) and switches,
+//! advanced by [`Fabric::step`] with an injected clock. Pure and
+//! deterministic from the topology's seed; the daemon drives it with the
+//! monotonic clock, tests with a virtual one.
+
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use ub_proto::link::engine::MIN_TX_BUFFER;
+use ub_proto::net::route::RouteEntry;
+
+use crate::device::{Controller, ControllerConfig, Interrupts};
+use crate::mem::GuestMemory;
+use crate::phy::{Arrival, PhyParams, Wire};
+use crate::switch::{Packet, Switch, SwitchFaults, SwitchParams};
+use crate::topology::{addr, End, Topology};
+
+/// A routing destination: host ports that reach it, and its prefixes
+/// (address, width, prefix length).
+type Dest = (Vec<usize>, Vec<(u128, u8, u8)>);
+
+/// How far ahead of `now` a transmitter keeps its wire busy (ns).
+pub const TX_HORIZON_NS: u64 = 2_000;
+
+/// A host slot: one emulated controller.
+#[derive(Debug)]
+pub struct Host {
+    /// Name.
+    pub name: String,
+    /// The device model.
+    pub ctrl: Controller,
+}
+
+/// A link of the fabric.
+#[derive(Debug)]
+pub struct FabricLink {
+    /// End A.
+    pub a: End,
+    /// End B.
+    pub b: End,
+    /// Wires: `[A→B, B→A]`.
+    pub wires: [Wire; 2],
+    /// Administratively up (link flap / port down faults clear it).
+    pub admin_up: bool,
+    /// PHY LinkUp.
+    pub up: bool,
+    /// A retrain ends at this time.
+    pub training_until: Option<u64>,
+}
+
+/// A run-time change (control socket).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "cmd", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Command {
+    /// Counters of everything, as JSON.
+    Counters,
+    /// Change a link's PHY parameters (unset fields unchanged).
+    Link {
+        /// Either end of the link, `"node.port"`.
+        link: String,
+        /// Bit error rate.
+        #[serde(default)]
+        ber: Option<f64>,
+        /// FEC failures per flit.
+        #[serde(default)]
+        fec_fail: Option<f64>,
+        /// Propagation delay (ns).
+        #[serde(default)]
+        delay_ns: Option<u64>,
+        /// Line rate (flits/s).
+        #[serde(default)]
+        rate_fps: Option<f64>,
+        /// Administrative state (false = port down / cable pulled).
+        #[serde(default)]
+        up: Option<bool>,
+        /// Take the link down and up again.
+        #[serde(default)]
+        flap: bool,
+    },
+    /// Change a switch's faults (unset fields unchanged).
+    Switch {
+        /// Switch name.
+        switch: String,
+        /// Drop probability.
+        #[serde(default)]
+        drop: Option<f64>,
+        /// Corruption probability.
+        #[serde(default)]
+        corrupt: Option<f64>,
+        /// Reordering probability.
+        #[serde(default)]
+        reorder: Option<f64>,
+        /// Duplication probability.
+        #[serde(default)]
+        duplicate: Option<f64>,
+    },
+}
+
+/// The fabric.
+pub struct Fabric {
+    topo: Topology,
+    /// Hosts.
+    pub hosts: Vec<Host>,
+    /// Switches.
+    pub switches: Vec<Switch>,
+    /// Links.
+    pub links: Vec<FabricLink>,
+    /// Link index and direction (0 = the end is A) of every end.
+    ends: std::collections::HashMap<End, (usize, usize)>,
+    buf: Vec<u8>,
+    arrivals: Vec<Arrival>,
+    packets: Vec<Packet>,
+    pending_flaps: VecDeque<(u64, usize)>,
+}
+
+impl std::fmt::Debug for Fabric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fabric")
+            .field("hosts", &self.hosts.len())
+            .field("switches", &self.switches.len())
+            .field("links", &self.links.len())
+            .finish()
+    }
+}
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// Unknown link end or switch.
+    #[error("unknown {0}")]
+    Unknown(String),
+    /// Bad value.
+    #[error("invalid value: {0}")]
+    Invalid(String),
+}
+
+impl Fabric {
+    /// Builds the fabric; `devices(h)` gives host `h`'s guest memory and
+    /// interrupt sink.
+    pub fn new(
+        topo: &Topology,
+        mut devices: impl FnMut(usize) -> (Box<dyn GuestMemory>, Box<dyn Interrupts>),
+    ) -> Self {
+        let hosts = topo
+            .hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let (mem, irq) = devices(i);
+                Host {
+                    name: h.name.clone(),
+                    ctrl: Controller::new(
+                        ControllerConfig {
+                            ports: h.ports,
+                            ..ControllerConfig::default()
+                        },
+                        mem,
+                        irq,
+                    ),
+                }
+            })
+            .collect();
+        let mut switches: Vec<Switch> = topo
+            .switches
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                Switch::new(
+                    &s.name,
+                    s.ports as usize,
+                    s.params,
+                    topo.seed,
+                    1000 + i as u64,
+                )
+            })
+            .collect();
+        let mut ends = std::collections::HashMap::new();
+        let links = topo
+            .links
+            .iter()
+            .enumerate()
+            .filter_map(|(i, l)| {
+                let a = topo.end(&l.a).ok()?;
+                let b = topo.end(&l.b).ok()?;
+                let phy = l.phy.unwrap_or(topo.phy);
+                ends.insert(a, (i, 0));
+                ends.insert(b, (i, 1));
+                for (x, y) in [(a, b), (b, a)] {
+                    if let (End::Switch(s, p), End::Host(..)) = (x, y) {
+                        if let Some(port) = switches.get_mut(s).and_then(|w| w.ports.get_mut(p)) {
+                            port.to_host = true;
+                        }
+                    }
+                }
+                Some(FabricLink {
+                    a,
+                    b,
+                    wires: [
+                        Wire::new(phy, topo.seed, 2 * i as u64),
+                        Wire::new(phy, topo.seed, 2 * i as u64 + 1),
+                    ],
+                    admin_up: true,
+                    up: false,
+                    training_until: None,
+                })
+            })
+            .collect();
+        let mut f = Self {
+            topo: topo.clone(),
+            hosts,
+            switches,
+            links,
+            ends,
+            buf: vec![0; MIN_TX_BUFFER],
+            arrivals: Vec::new(),
+            packets: Vec::new(),
+            pending_flaps: VecDeque::new(),
+        };
+        f.compute_routes();
+        f
+    }
+
+    /// The topology.
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    fn peer(&self, e: End) -> Option<End> {
+        let &(l, dir) = self.ends.get(&e)?;
+        let link = self.links.get(l)?;
+        Some(if dir == 0 { link.b } else { link.a })
+    }
+
+    /// Computes every switch's routing table from the topology: for each
+    /// destination (a host's primary addresses: any of its ports; a port's
+    /// addresses: that port only), the shortest-path ports, and as "all
+    /// paths" also the ports toward switches no farther from the
+    /// destination (forwarding never sends a packet back where it came
+    /// from).
+    fn compute_routes(&mut self) {
+        let ns = self.switches.len();
+        // Switch adjacency.
+        let mut adj: Vec<Vec<(usize, usize)>> = vec![Vec::new(); ns];
+        for (s, adj_s) in adj.iter_mut().enumerate() {
+            for p in 0..self.switches[s].ports.len() {
+                if let Some(End::Switch(t, _)) = self.peer(End::Switch(s, p)) {
+                    adj_s.push((p, t));
+                }
+            }
+        }
+        let mut tables: Vec<Vec<RouteEntry>> = vec![Vec::new(); ns];
+        for (h, host) in self.topo.hosts.iter().enumerate() {
+            let np = host.ports as usize;
+            let all_ports: Vec<usize> = (0..np).collect();
+            let mut dests: Vec<Dest> = Vec::new();
+            let v4 = |a: [u8; 4]| u128::from(u32::from_be_bytes(a));
+            let v6p = addr::ipv6_port(h, 0);
+            let mut v6prefix = v6p;
+            v6prefix[15] = 0;
+            dests.push((
+                all_ports.clone(),
+                vec![
+                    (u128::from(addr::cna16_primary(h)), 16, 8),
+                    (u128::from(addr::cna24_primary(h)), 24, 16),
+                    (v4(addr::ipv4_primary(h)), 32, 24),
+                    (u128::from_be_bytes(v6prefix), 128, 120),
+                ],
+            ));
+            for p in 0..np {
+                dests.push((
+                    vec![p],
+                    vec![
+                        (u128::from(addr::cna16_port(h, p)), 16, 16),
+                        (u128::from(addr::cna24_port(h, p)), 24, 24),
+                        (v4(addr::ipv4_port(h, p)), 32, 32),
+                        (u128::from_be_bytes(addr::ipv6_port(h, p)), 128, 128),
+                    ],
+                ));
+            }
+            for (ports, prefixes) in dests {
+                // Attachment points: (switch, port) facing the host ports.
+                let mut dist = vec![u32::MAX; ns];
+                let mut attach: Vec<Vec<usize>> = vec![Vec::new(); ns];
+                let mut queue = VecDeque::new();
+                for &hp in &ports {
+                    if let Some(End::Switch(s, sp)) = self.peer(End::Host(h, hp)) {
+                        attach[s].push(sp);
+                        dist[s] = 1;
+                        queue.push_back(s);
+                    }
+                }
+                while let Some(s) = queue.pop_front() {
+                    for &(_, t) in &adj[s] {
+                        if dist[t] == u32::MAX {
+                            dist[t] = dist[s] + 1;
+                            queue.push_back(t);
+                        }
+                    }
+                }
+                for s in 0..ns {
+                    if dist[s] == u32::MAX {
+                        continue;
+                    }
+                    let mut shortest = 0u64;
+                    let mut all = 0u64;
+                    for &sp in &attach[s] {
+                        shortest |= 1 << sp;
+                        all |= 1 << sp;
+                    }
+                    for &(p, t) in &adj[s] {
+                        if dist[t] == u32::MAX {
+                            continue;
+                        }
+                        if dist[t] + 1 == dist[s] && attach[s].is_empty() {
+                            shortest |= 1 << p;
+                        }
+                        if dist[t] <= dist[s] {
+                            all |= 1 << p;
+                        }
+                    }
+                    for &(prefix, width, len) in &prefixes {
+                        tables[s].push(RouteEntry {
+                            prefix,
+                            prefix_len: len,
+                            width,
+                            ports: all,
+                            shortest,
+                        });
+                    }
+                }
+            }
+        }
+        for (s, t) in tables.into_iter().enumerate() {
+            self.switches[s].routes = t;
+        }
+    }
+
+    fn end_enabled(&self, e: End) -> bool {
+        match e {
+            End::Host(h, p) => self.hosts.get(h).is_some_and(|x| x.ctrl.port_enabled(p)),
+            End::Switch(..) => true,
+        }
+    }
+
+    fn set_end_link(&mut self, e: End, up: bool, now: u64, rate: f64) {
+        match e {
+            End::Host(h, p) => {
+                if let Some(x) = self.hosts.get_mut(h) {
+                    x.ctrl.set_line_rate(p, rate);
+                    x.ctrl.set_link(p, up);
+                    if !up {
+                        x.ctrl.flush_rx(p);
+                    }
+                }
+            }
+            End::Switch(s, p) => {
+                if let Some(sw) = self.switches.get_mut(s) {
+                    if let Some(port) = sw.ports.get_mut(p) {
+                        port.phy_up = up;
+                        if up {
+                            port.link.link_up(now);
+                        } else {
+                            port.link.link_down(now);
+                        }
+                    }
+                    if !up {
+                        sw.flush_port(p);
+                    }
+                }
+            }
+        }
+    }
+
+    fn take_retrain(&mut self, e: End) -> bool {
+        match e {
+            End::Host(h, p) => self
+                .hosts
+                .get_mut(h)
+                .is_some_and(|x| x.ctrl.take_retrain_request(p)),
+            End::Switch(s, p) => self
+                .switches
+                .get_mut(s)
+                .and_then(|w| w.ports.get_mut(p))
+                .is_some_and(|port| port.link.take_retrain_request()),
+        }
+    }
+
+    fn retrain_done(&mut self, e: End, now: u64) {
+        match e {
+            End::Host(h, p) => {
+                if let Some(x) = self.hosts.get_mut(h) {
+                    x.ctrl.retrain_done(p);
+                }
+            }
+            End::Switch(s, p) => {
+                if let Some(port) = self.switches.get_mut(s).and_then(|w| w.ports.get_mut(p)) {
+                    port.link.retrained(now);
+                }
+            }
+        }
+    }
+
+    /// Advances the fabric to `now` (nanoseconds, non-decreasing).
+    pub fn step(&mut self, now: u64) {
+        // Scheduled flaps come back up.
+        while let Some(&(t, l)) = self.pending_flaps.front() {
+            if t > now {
+                break;
+            }
+            self.pending_flaps.pop_front();
+            if let Some(link) = self.links.get_mut(l) {
+                link.admin_up = true;
+            }
+        }
+        // PHY state: LinkUp, retrains.
+        for l in 0..self.links.len() {
+            let (a, b) = (self.links[l].a, self.links[l].b);
+            let want = self.links[l].admin_up && self.end_enabled(a) && self.end_enabled(b);
+            if want != self.links[l].up {
+                self.links[l].up = want;
+                self.links[l].training_until = None;
+                for w in &mut self.links[l].wires {
+                    w.flush(now);
+                }
+                let rate = self.links[l].wires[0].params.rate_fps;
+                self.set_end_link(a, want, now, rate);
+                self.set_end_link(b, want, now, rate);
+            }
+            if !self.links[l].up {
+                // Requests on a down link are dropped.
+                self.take_retrain(a);
+                self.take_retrain(b);
+                continue;
+            }
+            let ra = self.take_retrain(a);
+            let rb = self.take_retrain(b);
+            if (ra || rb) && self.links[l].training_until.is_none() {
+                let link = &mut self.links[l];
+                let dur = link.wires[0].params.retrain_ns;
+                link.training_until = Some(now + dur);
+                for w in &mut link.wires {
+                    w.flush(now);
+                }
+            }
+            if let Some(t) = self.links[l].training_until {
+                if now >= t {
+                    self.links[l].training_until = None;
+                    self.retrain_done(a, now);
+                    self.retrain_done(b, now);
+                }
+            }
+        }
+        // Deliveries.
+        for l in 0..self.links.len() {
+            for dir in 0..2 {
+                let to = if dir == 0 {
+                    self.links[l].b
+                } else {
+                    self.links[l].a
+                };
+                let mut arr = std::mem::take(&mut self.arrivals);
+                arr.clear();
+                self.links[l].wires[dir].receive(now, &mut arr);
+                for a in arr.drain(..) {
+                    self.arrive(to, a, now);
+                }
+                self.arrivals = arr;
+            }
+        }
+        // Switch timers and held packets.
+        for sw in &mut self.switches {
+            for port in &mut sw.ports {
+                if port.link.next_deadline().is_some_and(|d| d <= now) {
+                    port.link.handle_timeout(now);
+                }
+            }
+            sw.release_held(now);
+        }
+        // Transmissions.
+        for l in 0..self.links.len() {
+            if !self.links[l].up || self.links[l].training_until.is_some() {
+                continue;
+            }
+            for dir in 0..2 {
+                let from = if dir == 0 {
+                    self.links[l].a
+                } else {
+                    self.links[l].b
+                };
+                self.transmit(l, dir, from, now);
+            }
+        }
+        // Controllers: RX buffers and interrupts.
+        for h in &mut self.hosts {
+            h.ctrl.service_rx();
+            h.ctrl.update_irqs(now);
+        }
+    }
+
+    fn arrive(&mut self, to: End, a: Arrival, now: u64) {
+        match to {
+            End::Host(h, p) => {
+                let Some(x) = self.hosts.get_mut(h) else {
+                    return;
+                };
+                match a {
+                    Arrival::Data(d) => x.ctrl.push_rx(p, 0, &d),
+                    Arrival::Lost(n) => {
+                        x.ctrl.phy_errors(p, 0, 1);
+                        x.ctrl.push_rx(p, n, &[]);
+                    }
+                }
+            }
+            End::Switch(s, p) => {
+                let Some(sw) = self.switches.get_mut(s) else {
+                    return;
+                };
+                let mut pkts = std::mem::take(&mut self.packets);
+                if let Some(port) = sw.ports.get_mut(p) {
+                    match a {
+                        Arrival::Data(d) => port.link.receive(now, &d, &mut pkts),
+                        Arrival::Lost(n) => port.link.receive_error(now, n),
+                    }
+                }
+                for pkt in pkts.drain(..) {
+                    sw.forward(now, p, pkt);
+                }
+                self.packets = pkts;
+            }
+        }
+    }
+
+    fn transmit(&mut self, l: usize, dir: usize, from: End, now: u64) {
+        let horizon = now + TX_HORIZON_NS;
+        let mut rounds = 0;
+        while self.links[l].wires[dir].busy_until() <= horizon && rounds < 64 {
+            rounds += 1;
+            let n = match from {
+                End::Host(h, p) => {
+                    let mut out = std::mem::take(&mut self.buf);
+                    out.clear();
+                    if let Some(x) = self.hosts.get_mut(h) {
+                        x.ctrl.pull_tx(p, 4096, &mut out);
+                    }
+                    let n = out.len();
+                    if n > 0 {
+                        self.links[l].wires[dir].send(now, &out);
+                    }
+                    out.resize(MIN_TX_BUFFER, 0);
+                    self.buf = out;
+                    n
+                }
+                End::Switch(s, p) => {
+                    let Some(port) = self.switches.get_mut(s).and_then(|w| w.ports.get_mut(p))
+                    else {
+                        return;
+                    };
+                    self.buf.resize(MIN_TX_BUFFER, 0);
+                    let n = port.link.transmit(now, &mut self.buf, &mut port.egress);
+                    if n > 0 {
+                        self.links[l].wires[dir].send(now, &self.buf[..n]);
+                    }
+                    n
+                }
+            };
+            if n == 0 {
+                break;
+            }
+        }
+        // PHY error monitor of the receiving end.
+        let to = if dir == 0 {
+            self.links[l].b
+        } else {
+            self.links[l].a
+        };
+        if let End::Host(h, p) = to {
+            let bits = std::mem::take(&mut self.links[l].wires[dir].unreported_flips);
+            if bits > 0 {
+                if let Some(x) = self.hosts.get_mut(h) {
+                    x.ctrl.phy_errors(p, bits, 0);
+                }
+            }
+        }
+    }
+
+    /// The earliest time something is due (arrival, timer, retrain,
+    /// moderated interrupt), for event-driven stepping.
+    pub fn next_event(&self) -> Option<u64> {
+        let mut t: Option<u64> = None;
+        let mut upd = |x: Option<u64>| {
+            if let Some(x) = x {
+                t = Some(t.map_or(x, |t| t.min(x)));
+            }
+        };
+        for l in &self.links {
+            upd(l.wires[0].next_arrival());
+            upd(l.wires[1].next_arrival());
+            upd(l.training_until);
+        }
+        for s in &self.switches {
+            for p in &s.ports {
+                upd(p.link.next_deadline());
+            }
+        }
+        for h in &self.hosts {
+            upd(h.ctrl.next_irq_deadline());
+        }
+        t
+    }
+
+    /// Whether a step right now could change anything (something in
+    /// flight, queued, due or requested); the daemon sleeps longer
+    /// otherwise.
+    pub fn busy(&self) -> bool {
+        self.next_event().is_some()
+            || self.hosts.iter().any(|h| h.ctrl.busy())
+            || self
+                .switches
+                .iter()
+                .any(|s| s.ports.iter().any(|p| !p.egress.is_empty()))
+            || !self.pending_flaps.is_empty()
+            || self
+                .links
+                .iter()
+                .any(|l| l.up != (l.admin_up && self.end_enabled(l.a) && self.end_enabled(l.b)))
+    }
+
+    /// Counters of every host port, switch and link, as JSON.
+    pub fn counters(&self) -> Value {
+        let hosts: Vec<Value> = self
+            .hosts
+            .iter()
+            .map(|h| {
+                let ports: Vec<Value> = (0..h.ctrl.ports())
+                    .map(|p| json!(h.ctrl.port_counters(p)))
+                    .collect();
+                json!({"name": h.name, "device": h.ctrl.counters(), "ports": ports})
+            })
+            .collect();
+        let switches: Vec<Value> = self
+            .switches
+            .iter()
+            .map(|s| {
+                let ports: Vec<Value> = s
+                    .ports
+                    .iter()
+                    .map(|p| json!({"link": p.link.counters(), "queued": p.egress.len()}))
+                    .collect();
+                json!({"name": s.name, "counters": s.counters, "ports": ports})
+            })
+            .collect();
+        let links: Vec<Value> = self
+            .links
+            .iter()
+            .map(|l| {
+                json!({
+                    "a": self.topo.end_name(l.a),
+                    "b": self.topo.end_name(l.b),
+                    "up": l.up,
+                    "a_to_b": l.wires[0].counters,
+                    "b_to_a": l.wires[1].counters,
+                })
+            })
+            .collect();
+        json!({"hosts": hosts, "switches": switches, "links": links})
+    }
+
+    /// Applies a control command; returns its JSON answer.
+    pub fn apply(&mut self, cmd: &Command, now: u64) -> Result<Value, CommandError> {
+        match cmd {
+            Command::Counters => Ok(self.counters()),
+            Command::Link {
+                link,
+                ber,
+                fec_fail,
+                delay_ns,
+                rate_fps,
+                up,
+                flap,
+            } => {
+                let e = self
+                    .topo
+                    .end(link)
+                    .map_err(|_| CommandError::Unknown(format!("link end {link}")))?;
+                let &(l, _) = self
+                    .ends
+                    .get(&e)
+                    .ok_or_else(|| CommandError::Unknown(format!("link at {link}")))?;
+                let lk = &mut self.links[l];
+                let mut p: PhyParams = lk.wires[0].params;
+                if let Some(b) = ber {
+                    if !(0.0..=1.0).contains(b) {
+                        return Err(CommandError::Invalid("ber".into()));
+                    }
+                    p.ber = *b;
+                }
+                if let Some(f) = fec_fail {
+                    if !(0.0..=1.0).contains(f) {
+                        return Err(CommandError::Invalid("fec_fail".into()));
+                    }
+                    p.fec_fail = *f;
+                }
+                if let Some(d) = delay_ns {
+                    p.delay_ns = *d;
+                }
+                if let Some(r) = rate_fps {
+                    if r.is_nan() || *r <= 0.0 {
+                        return Err(CommandError::Invalid("rate_fps".into()));
+                    }
+                    p.rate_fps = *r;
+                }
+                for w in &mut lk.wires {
+                    w.set_params(p);
+                }
+                let (ea, eb) = (lk.a, lk.b);
+                for e in [ea, eb] {
+                    if let End::Host(h, port) = e {
+                        if let Some(x) = self.hosts.get_mut(h) {
+                            x.ctrl.set_line_rate(port, p.rate_fps);
+                        }
+                    }
+                }
+                let lk = &mut self.links[l];
+                if let Some(u) = up {
+                    lk.admin_up = *u;
+                }
+                if *flap {
+                    lk.admin_up = false;
+                    self.pending_flaps.push_back((now + 100_000, l));
+                }
+                Ok(json!({"ok": true, "phy": p}))
+            }
+            Command::Switch {
+                switch,
+                drop,
+                corrupt,
+                reorder,
+                duplicate,
+            } => {
+                let sw = self
+                    .switches
+                    .iter_mut()
+                    .find(|s| &s.name == switch)
+                    .ok_or_else(|| CommandError::Unknown(format!("switch {switch}")))?;
+                let mut params: SwitchParams = sw.params;
+                let f: &mut SwitchFaults = &mut params.faults;
+                for (dst, src) in [
+                    (&mut f.drop, drop),
+                    (&mut f.corrupt, corrupt),
+                    (&mut f.reorder, reorder),
+                    (&mut f.duplicate, duplicate),
+                ] {
+                    if let Some(v) = src {
+                        if !(0.0..=1.0).contains(v) {
+                            return Err(CommandError::Invalid("probability".into()));
+                        }
+                        *dst = *v;
+                    }
+                }
+                sw.set_params(params);
+                Ok(json!({"ok": true, "faults": params.faults}))
+            }
+        }
+    }
+}

@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: GPL-2.0
+//! `ub-fabric` command line: argument parsing only.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use ub_fabric::control;
+use ub_fabric::daemon::{start_backend, DaemonConfig};
+use ub_fabric::fabric::Command;
+use ub_fabric::topology::{Topology, BACK_TO_BACK_TOML, DEFAULT_TOML};
+
+/// Emulated UB controllers (vfio-user, for QEMU), PHY and UB switches.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Run the daemon.
+    Run {
+        /// Topology file (TOML); default: the built-in `--builtin` one.
+        #[arg(long)]
+        topology: Option<PathBuf>,
+        /// Built-in topology: `default` or `back-to-back`.
+        #[arg(long, default_value = "default")]
+        builtin: String,
+        /// Override the topology's seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Directory for the vfio-user sockets (`<host>.sock`).
+        #[arg(long, default_value = "/tmp/ub-fabric")]
+        socket_dir: PathBuf,
+        /// Control socket (default: `<socket-dir>/control.sock`).
+        #[arg(long)]
+        control: Option<PathBuf>,
+        /// Fabric step period in microseconds.
+        #[arg(long, default_value_t = 20)]
+        tick_us: u64,
+    },
+    /// Print a built-in topology.
+    Topology {
+        /// `default` or `back-to-back`.
+        #[arg(default_value = "default")]
+        name: String,
+    },
+    /// Print the JSON counters of a running daemon.
+    Counters {
+        /// Control socket.
+        #[arg(long, default_value = "/tmp/ub-fabric/control.sock")]
+        control: PathBuf,
+    },
+    /// Change a link's PHY at run time.
+    Link {
+        /// Control socket.
+        #[arg(long, default_value = "/tmp/ub-fabric/control.sock")]
+        control: PathBuf,
+        /// Either end, `node.port`.
+        link: String,
+        /// Bit error rate.
+        #[arg(long)]
+        ber: Option<f64>,
+        /// FEC failures per flit.
+        #[arg(long)]
+        fec_fail: Option<f64>,
+        /// Propagation delay (ns).
+        #[arg(long)]
+        delay_ns: Option<u64>,
+        /// Line rate (flits/s).
+        #[arg(long)]
+        rate_fps: Option<f64>,
+        /// Port down (cable pulled).
+        #[arg(long, conflicts_with = "up")]
+        down: bool,
+        /// Port up again.
+        #[arg(long)]
+        up: bool,
+        /// Flap: down, then up 100 µs later.
+        #[arg(long)]
+        flap: bool,
+    },
+    /// Change a switch's injected faults at run time.
+    Switch {
+        /// Control socket.
+        #[arg(long, default_value = "/tmp/ub-fabric/control.sock")]
+        control: PathBuf,
+        /// Switch name.
+        name: String,
+        /// Drop probability.
+        #[arg(long)]
+        drop: Option<f64>,
+        /// Corruption probability.
+        #[arg(long)]
+        corrupt: Option<f64>,
+        /// Reordering probability.
+        #[arg(long)]
+        reorder: Option<f64>,
+        /// Duplication probability.
+        #[arg(long)]
+        duplicate: Option<f64>,
+    },
+}
+
+fn print_answer(v: &serde_json::Value) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    if v.get("ok") == Some(&serde_json::Value::Bool(false)) {
+        anyhow::bail!("the daemon refused the command");
+    }
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Run {
+            topology,
+            builtin,
+            seed,
+            socket_dir,
+            control,
+            tick_us,
+        } => {
+            let mut topo = match topology {
+                Some(path) => {
+                    let text = std::fs::read_to_string(&path)
+                        .with_context(|| format!("reading {}", path.display()))?;
+                    Topology::parse(&text)?
+                }
+                None => Topology::builtin(&builtin)
+                    .with_context(|| format!("no built-in topology {builtin:?}"))?,
+            };
+            if let Some(s) = seed {
+                topo.seed = s;
+            }
+            let control = control.unwrap_or_else(|| socket_dir.join("control.sock"));
+            start_backend(DaemonConfig {
+                topology: topo,
+                socket_dir,
+                control,
+                tick: std::time::Duration::from_micros(tick_us.max(1)),
+            })
+        }
+        Cmd::Topology { name } => {
+            match name.as_str() {
+                "default" => print!("{DEFAULT_TOML}"),
+                "back-to-back" => print!("{BACK_TO_BACK_TOML}"),
+                other => anyhow::bail!("no built-in topology {other:?}"),
+            }
+            Ok(())
+        }
+        Cmd::Counters { control } => print_answer(&control::request(&control, &Command::Counters)?),
+        Cmd::Link {
+            control,
+            link,
+            ber,
+            fec_fail,
+            delay_ns,
+            rate_fps,
+            down,
+            up,
+            flap,
+        } => {
+            let up = if down {
+                Some(false)
+            } else if up {
+                Some(true)
+            } else {
+                None
+            };
+            let cmd = Command::Link {
+                link,
+                ber,
+                fec_fail,
+                delay_ns,
+                rate_fps,
+                up,
+                flap,
+            };
+            print_answer(&control::request(&control, &cmd)?)
+        }
+        Cmd::Switch {
+            control,
+            name,
+            drop,
+            corrupt,
+            reorder,
+            duplicate,
+        } => {
+            let cmd = Command::Switch {
+                switch: name,
+                drop,
+                corrupt,
+                reorder,
+                duplicate,
+            };
+            print_answer(&control::request(&control, &cmd)?)
+        }
+    }
+}
