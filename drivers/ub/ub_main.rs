@@ -16,6 +16,8 @@ pub mod proto;
 // so its modules are re-exported here.
 pub use proto::*;
 
+mod controller_pci;
+
 module! {
     type: UbModule,
     name: "ub",
@@ -25,17 +27,34 @@ module! {
 }
 
 /// The loaded module. Owns every UB object; dropping it tears them down.
-struct UbModule;
+///
+/// Fields drop in declaration order: the PCI driver is unregistered (every
+/// controller unbound) before the debugfs root goes.
+#[pin_data(PinnedDrop)]
+struct UbModule {
+    /// The PCI driver of the UB controller (`controller_pci.rs`).
+    #[pin]
+    _pci: controller_pci::Registration,
+    /// `/sys/kernel/debug/ub`, the parent of the controllers' directories.
+    _debugfs: controller_pci::DebugfsRoot,
+}
 
-impl kernel::Module for UbModule {
-    fn init(_module: &'static ThisModule) -> Result<Self> {
+impl kernel::InPlaceModule for UbModule {
+    fn init(module: &'static ThisModule) -> impl PinInit<Self, Error> {
         pr_info!("UnifiedBus stack loaded\n");
-        Ok(UbModule)
+        // SAFETY: Module init runs once, and this is before the PCI driver
+        // (the only other user of the debugfs root) is registered.
+        let debugfs = unsafe { controller_pci::DebugfsRoot::new() };
+        try_pin_init!(Self {
+            _debugfs: debugfs,
+            _pci <- kernel::driver::Registration::new(<Self as kernel::ModuleMetadata>::NAME, module),
+        })
     }
 }
 
-impl Drop for UbModule {
-    fn drop(&mut self) {
+#[pinned_drop]
+impl PinnedDrop for UbModule {
+    fn drop(self: Pin<&mut Self>) {
         pr_info!("UnifiedBus stack unloaded\n");
     }
 }

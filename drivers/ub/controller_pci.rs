@@ -1,0 +1,494 @@
+// SPDX-License-Identifier: GPL-2.0
+//! PCI driver of the UB controller (the PCIe function `ub-fabric` emulates).
+//!
+//! Probe enables the function, maps BAR0, checks the identification
+//! registers, allocates one MSI-X vector per interrupt source (vector 0:
+//! global causes, vector 1 + n: port n) and counts the interrupts of each
+//! vector. Everything is exposed in debugfs under `ub/<pci-name>/`; see
+//! `Documentation/ub/driver.rst`. The register map is the shared
+//! [`crate::controller`] module (the same file `ub-fabric` compiles).
+//!
+//! Teardown follows drop order of [`Controller`]: the IRQ handlers are freed
+//! first, then the MSI-X vectors, then the debugfs files, and the BAR
+//! mapping goes last, with the last reference to [`Shared`].
+
+use kernel::{
+    debugfs,
+    device::Core,
+    fmt,
+    io::Io,
+    irq::{self, IrqReturn},
+    pci,
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc,
+    },
+    uaccess::UserSliceReader,
+};
+
+use crate::controller as regs;
+
+/// Size of BAR0, from the shared register map.
+const BAR0_SIZE: usize = regs::BAR0_SIZE as usize;
+
+/// Most MSI-X vectors a controller can have (global + [`regs::MAX_PORTS`]).
+const MAX_VECTORS: usize = regs::msix_vectors(regs::MAX_PORTS) as usize;
+
+/// The register interface major version this driver speaks.
+const VERSION_MAJOR: u32 = regs::VERSION_VALUE >> 16;
+
+// Field layouts of the capability registers (`Documentation/ub/controller.rst`,
+// "Global registers"); the shared module declares their offsets, not masks.
+/// `CAP_PORTS` bits 3:0: number of ports.
+const CAP_PORTS_MASK: u32 = 0xf;
+/// `CAP_MSIX` bits 10:0: MSI-X vectors.
+const CAP_MSIX_MASK: u32 = 0x7ff;
+
+/// Pattern written to `SCRATCH` at probe to check that BAR writes reach the
+/// device.
+const SCRATCH_PATTERN: u32 = 0x5a5a_a5a5;
+
+/// Name of every vector in `/proc/interrupts`, by vector number.
+const IRQ_NAMES: [&CStr; MAX_VECTORS] = [
+    c"ub-global",
+    c"ub-port0",
+    c"ub-port1",
+    c"ub-port2",
+    c"ub-port3",
+    c"ub-port4",
+    c"ub-port5",
+    c"ub-port6",
+    c"ub-port7",
+];
+
+/// BAR0 as a device-managed mapping: revoked when the device is unbound, so
+/// it can be shared with the IRQ handlers and the debugfs files.
+type Bar0 = pci::DevresBar<BAR0_SIZE>;
+
+kernel::sync::global_lock! {
+    // SAFETY: `DebugfsRoot::new` calls `init()` once, before the PCI driver
+    // is registered, i.e. before any other use.
+    unsafe(uninit) static DEBUGFS_ROOT: Mutex<Option<debugfs::Dir>> = None;
+}
+
+/// The module's hold on `/sys/kernel/debug/ub`, the parent of every
+/// controller's directory. Dropping it (after the PCI driver is
+/// unregistered) removes the directory once no controller uses it.
+pub(crate) struct DebugfsRoot(());
+
+impl DebugfsRoot {
+    /// Creates `/sys/kernel/debug/ub`.
+    ///
+    /// # Safety
+    ///
+    /// Must be called once per module load, before the PCI driver is
+    /// registered.
+    pub(crate) unsafe fn new() -> Self {
+        // SAFETY: By the function's safety requirement this is the one call
+        // to `init`, and it happens before any other use of the lock.
+        unsafe { DEBUGFS_ROOT.init() };
+        *DEBUGFS_ROOT.lock() = Some(debugfs::Dir::new(c"ub"));
+        Self(())
+    }
+}
+
+impl Drop for DebugfsRoot {
+    fn drop(&mut self) {
+        // Removed outside the lock.
+        let root = DEBUGFS_ROOT.lock().take();
+        drop(root);
+    }
+}
+
+/// The PCI driver registration of the controller driver, held by the module.
+pub(crate) type Registration = kernel::driver::Registration<pci::Adapter<UbPciDriver>>;
+
+/// The PCI driver.
+pub(crate) struct UbPciDriver;
+
+// The kernel crate builds vendor IDs only from its named constants: check that
+// the one used is the shared register map's.
+const _: () = assert!(pci::Vendor::HUAWEI.as_raw() == regs::PCI_VENDOR_ID);
+
+kernel::pci_device_table!(
+    PCI_TABLE,
+    <UbPciDriver as pci::Driver>::IdInfo,
+    [(
+        pci::DeviceId::from_id(pci::Vendor::HUAWEI, regs::PCI_DEVICE_ID as u32),
+        ()
+    )]
+);
+
+/// Identification and capabilities read at probe.
+#[derive(Clone, Copy)]
+struct Ident {
+    ident: u32,
+    version: u32,
+    cap_ports: u32,
+    cap_ring: u32,
+    cap_xfer: u32,
+    cap_msix: u32,
+}
+
+impl Ident {
+    /// Number of ports (1..=[`regs::MAX_PORTS`] once checked).
+    fn ports(&self) -> u32 {
+        self.cap_ports & CAP_PORTS_MASK
+    }
+
+    /// Number of MSI-X vectors the device has.
+    fn vectors(&self) -> u32 {
+        self.cap_msix & CAP_MSIX_MASK
+    }
+}
+
+/// State shared by the driver data, the IRQ handlers and the debugfs files.
+///
+/// Lifetime: one reference per IRQ handler, one for the debugfs scope; all
+/// are dropped during unbind (handlers first), and the last one unmaps BAR0.
+/// Locking: none; counters are atomics and BAR accesses go through the
+/// revocable mapping.
+struct Shared {
+    bar: Bar0,
+    /// Values read at probe (the debugfs files read the registers again).
+    ident: Ident,
+    /// Vectors in use: `1 + ports`.
+    nvec: usize,
+    /// Linux IRQ number of each vector.
+    irq: [u32; MAX_VECTORS],
+    /// Handler invocations per vector.
+    count: [Atomic<u64>; MAX_VECTORS],
+    /// `GINT_CAUSE.TEST` seen by the vector-0 handler.
+    test_causes: Atomic<u64>,
+    /// `GINT_CAUSE.ERROR` seen by the vector-0 handler.
+    error_causes: Atomic<u64>,
+    /// Interrupts whose cause register read zero.
+    spurious: Atomic<u64>,
+}
+
+impl Shared {
+    /// Handles the interrupt of `vector`: reads its cause register, clears
+    /// the causes it saw (RW1C) and counts them.
+    fn handle(&self, vector: usize) -> IrqReturn {
+        if let Some(c) = self.count.get(vector) {
+            c.fetch_add(1, Relaxed);
+        }
+        let Some(bar) = self.bar.try_access() else {
+            return IrqReturn::None;
+        };
+        if vector == usize::from(regs::VECTOR_GLOBAL) {
+            let cause = bar.read32(regs::REG_GINT_CAUSE as usize);
+            if cause == 0 {
+                self.spurious.fetch_add(1, Relaxed);
+                return IrqReturn::None;
+            }
+            if cause & regs::GINT_ERROR != 0 {
+                // Clear the error sources first, so the cause stays clear: a
+                // port error left in `ERR_STATUS` would set `GERR.PORT` again.
+                let gerr = bar.read32(regs::REG_GERR as usize);
+                if gerr & regs::GERR_PORT != 0 {
+                    for port in 0..self.ident.ports() {
+                        if let Some(off) = regs::port_reg(port, regs::P_ERR_STATUS) {
+                            if let Ok(err) = bar.try_read32(off as usize) {
+                                let _ = bar.try_write32(err, off as usize);
+                            }
+                        }
+                    }
+                }
+                bar.write32(gerr, regs::REG_GERR as usize);
+                self.error_causes.fetch_add(1, Relaxed);
+            }
+            if cause & regs::GINT_TEST != 0 {
+                self.test_causes.fetch_add(1, Relaxed);
+            }
+            bar.write32(cause, regs::REG_GINT_CAUSE as usize);
+            return IrqReturn::Handled;
+        }
+        // Port vectors: 1 + port. Their causes stay masked until the link
+        // layer is wired to the rings; clear whatever is there.
+        let Some(off) = u32::try_from(vector)
+            .ok()
+            .and_then(|v| v.checked_sub(1))
+            .and_then(|port| regs::port_reg(port, regs::P_INT_CAUSE))
+        else {
+            return IrqReturn::None;
+        };
+        match bar.try_read32(off as usize) {
+            Ok(0) | Err(_) => {
+                self.spurious.fetch_add(1, Relaxed);
+                IrqReturn::None
+            }
+            Ok(cause) => {
+                // The offset was just read successfully, so the write cannot
+                // fail either.
+                let _ = bar.try_write32(cause, off as usize);
+                IrqReturn::Handled
+            }
+        }
+    }
+}
+
+/// The handler of one MSI-X vector.
+struct VectorHandler {
+    shared: Arc<Shared>,
+    vector: usize,
+}
+
+impl irq::Handler for VectorHandler {
+    fn handle(&self) -> IrqReturn {
+        self.shared.handle(self.vector)
+    }
+}
+
+/// One bound controller: the PCI driver's data.
+///
+/// Fields drop in declaration order, which is the teardown order.
+#[pin_data]
+pub(crate) struct Controller<'bound> {
+    /// One registered handler per vector; freed first (`free_irq` waits for
+    /// running handlers).
+    irqs: KVec<Pin<KBox<irq::Registration<'bound, VectorHandler>>>>,
+    /// The MSI-X vectors (`pci_free_irq_vectors` on drop).
+    vectors: pci::IrqVectorRegistration<'bound>,
+    /// `/sys/kernel/debug/ub/<pci-name>/`.
+    #[pin]
+    debugfs: debugfs::Scope<Arc<Shared>>,
+    /// The driver's own reference to the shared state.
+    shared: Arc<Shared>,
+}
+
+/// Reads and checks the identification and capability registers.
+fn identify(pdev: &pci::Device<Core<'_>>, bar: &pci::Bar<'_, BAR0_SIZE>) -> Result<Ident> {
+    let id = Ident {
+        ident: bar.read32(regs::REG_IDENT as usize),
+        version: bar.read32(regs::REG_VERSION as usize),
+        cap_ports: bar.read32(regs::REG_CAP_PORTS as usize),
+        cap_ring: bar.read32(regs::REG_CAP_RING as usize),
+        cap_xfer: bar.read32(regs::REG_CAP_XFER as usize),
+        cap_msix: bar.read32(regs::REG_CAP_MSIX as usize),
+    };
+    if id.ident != regs::IDENT_VALUE {
+        dev_err!(pdev, "IDENT is {:#010x}, not a UB controller\n", id.ident);
+        return Err(ENODEV);
+    }
+    if id.version >> 16 != VERSION_MAJOR {
+        dev_err!(
+            pdev,
+            "unsupported register interface {:#010x}\n",
+            id.version
+        );
+        return Err(ENODEV);
+    }
+    if id.ports() == 0 || id.ports() > regs::MAX_PORTS {
+        dev_err!(pdev, "bad port count {}\n", id.ports());
+        return Err(ENODEV);
+    }
+    if id.vectors() != u32::from(regs::msix_vectors(id.ports())) {
+        dev_err!(
+            pdev,
+            "{} MSI-X vectors for {} ports\n",
+            id.vectors(),
+            id.ports()
+        );
+        return Err(ENODEV);
+    }
+    // Register writes reach the device and read back.
+    bar.write32(SCRATCH_PATTERN, regs::REG_SCRATCH as usize);
+    let scratch = bar.read32(regs::REG_SCRATCH as usize);
+    bar.write32(0, regs::REG_SCRATCH as usize);
+    if scratch != SCRATCH_PATTERN {
+        dev_err!(pdev, "SCRATCH reads {:#010x}\n", scratch);
+        return Err(EIO);
+    }
+    Ok(id)
+}
+
+/// Registers a handler on each of the `nvec` vectors.
+fn request_irqs<'bound>(
+    vectors: &'bound pci::IrqVectorRegistration<'bound>,
+    shared: &Arc<Shared>,
+) -> Result<KVec<Pin<KBox<irq::Registration<'bound, VectorHandler>>>>> {
+    let mut irqs = KVec::with_capacity(shared.nvec, GFP_KERNEL)?;
+    for (vector, name) in IRQ_NAMES.iter().enumerate().take(shared.nvec) {
+        let request = irq::IrqRequest::from(vectors.index(vector)?);
+        let handler = VectorHandler {
+            shared: shared.clone(),
+            vector,
+        };
+        // SAFETY: The registration is owned by `Controller::irqs` and dropped
+        // with it; it is never leaked.
+        let reg = unsafe {
+            irq::Registration::new(
+                request,
+                irq::Flags::TRIGGER_NONE,
+                name,
+                Ok::<_, Error>(handler),
+            )
+        };
+        irqs.push(KBox::pin_init(reg, GFP_KERNEL)?, GFP_KERNEL)?;
+    }
+    Ok(irqs)
+}
+
+impl pci::Driver for UbPciDriver {
+    type IdInfo = ();
+    type Data<'bound> = Controller<'bound>;
+
+    const ID_TABLE: pci::IdTable<Self::IdInfo> = &PCI_TABLE;
+
+    fn probe<'bound>(
+        pdev: &'bound pci::Device<Core<'_>>,
+        _info: Option<&'bound Self::IdInfo>,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        pin_init::pin_init_scope(move || {
+            pdev.enable_device_mem()?;
+            // MSI-X messages are memory writes of the device.
+            pdev.set_master();
+
+            let bar = pdev.iomap_region_sized::<BAR0_SIZE>(0, c"ub")?;
+            // Start from reset values whatever a previous driver left.
+            bar.write32(regs::CTRL_RESET, regs::REG_CTRL as usize);
+            let ident = identify(pdev, &bar)?;
+
+            let nvec = usize::from(regs::msix_vectors(ident.ports()));
+            let vectors = pdev.alloc_irq_vectors(
+                ident.vectors(),
+                ident.vectors(),
+                pci::IrqTypes::default().with(pci::IrqType::MsiX),
+            )?;
+            let mut irq = [0u32; MAX_VECTORS];
+            for (v, slot) in irq.iter_mut().enumerate().take(nvec) {
+                *slot = irq::IrqRequest::from(vectors.index(v)?).irq();
+            }
+
+            let shared = Arc::new(
+                Shared {
+                    bar: bar.into_devres()?,
+                    ident,
+                    nvec,
+                    irq,
+                    count: [const { Atomic::new(0) }; MAX_VECTORS],
+                    test_causes: Atomic::new(0),
+                    error_causes: Atomic::new(0),
+                    spurious: Atomic::new(0),
+                },
+                GFP_KERNEL,
+            )?;
+            let root = DEBUGFS_ROOT.lock().clone().ok_or(ENOENT)?;
+            let name = pdev.as_ref().name();
+            let files = shared.clone();
+
+            Ok(try_pin_init!(Controller {
+                vectors,
+                // SAFETY: `vectors` is initialized before this expression is
+                // evaluated (`try_pin_init!` initializes fields in the order
+                // written here), lives at a pinned, stable address inside the
+                // driver data, and is dropped after `irqs` (field declaration
+                // order), so the borrow never outlives it.
+                irqs: request_irqs(unsafe { &*core::ptr::from_ref(vectors) }, &shared)?,
+                debugfs <- root.scope(files, name, |s, dir| {
+                    dir.read_callback_file(c"ident", &**s, &show_ident);
+                    dir.read_callback_file(c"version", &**s, &show_version);
+                    dir.read_callback_file(c"caps", &**s, &show_caps);
+                    dir.read_callback_file(c"irq_counts", &**s, &show_irq_counts);
+                    dir.read_callback_file(c"global_causes", &**s, &show_global_causes);
+                    dir.write_only_callback_file(c"irq_test", &**s, &trigger_test);
+                }),
+                shared,
+            })
+            .pin_chain(|this| {
+                // Every vector has its handler: clear stale global causes and
+                // unmask them. Port causes stay masked (reset value) until the
+                // link layer drives the rings.
+                let bar = this.shared.bar.try_access().ok_or(ENODEV)?;
+                bar.write32(regs::GINT_ALL, regs::REG_GINT_CAUSE as usize);
+                bar.write32(0, regs::REG_GINT_MASK as usize);
+                Ok(())
+            }))
+        })
+    }
+
+    fn unbind<'bound>(pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
+        // Quiesce the device: no more messages, every register back to its
+        // reset value (the ports were never enabled, but a reset also stops
+        // any DMA a later version starts).
+        if let Ok(bar) = this.shared.bar.access(pdev.as_ref()) {
+            bar.write32(regs::GINT_ALL, regs::REG_GINT_MASK as usize);
+            bar.write32(regs::CTRL_RESET, regs::REG_CTRL as usize);
+        }
+    }
+}
+
+/// Formats a live read of a register, or `unavailable` once unbound.
+fn show_reg(s: &Shared, off: u32, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match s.bar.try_access() {
+        Some(bar) => match bar.try_read32(off as usize) {
+            Ok(v) => writeln!(f, "{v:#010x}"),
+            Err(_) => writeln!(f, "unavailable"),
+        },
+        None => writeln!(f, "unavailable"),
+    }
+}
+
+/// `ident`: the `IDENT` register, read from BAR0 on every read.
+fn show_ident(s: &Shared, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    show_reg(s, regs::REG_IDENT, f)
+}
+
+/// `version`: the `VERSION` register, read from BAR0 on every read.
+fn show_version(s: &Shared, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    show_reg(s, regs::REG_VERSION, f)
+}
+
+/// `caps`: the capability registers as read at probe, decoded.
+fn show_caps(s: &Shared, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let id = &s.ident;
+    writeln!(f, "ident {:#010x}", id.ident)?;
+    writeln!(f, "version {}.{}", id.version >> 16, id.version & 0xffff)?;
+    writeln!(f, "ports {}", id.ports())?;
+    writeln!(f, "ring_min {}", id.cap_ring >> 16)?;
+    writeln!(f, "ring_max {}", id.cap_ring & 0xffff)?;
+    writeln!(f, "max_xfer {}", id.cap_xfer & 0xffff)?;
+    writeln!(f, "flit_bytes {}", (id.cap_xfer >> 16) & 0xff)?;
+    writeln!(f, "msix_vectors {}", id.vectors())
+}
+
+/// `irq_counts`: one line per vector: `vector name linux-irq count`.
+fn show_irq_counts(s: &Shared, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    for v in 0..s.nvec {
+        let (Some(name), Some(irq), Some(count)) = (IRQ_NAMES.get(v), s.irq.get(v), s.count.get(v))
+        else {
+            break;
+        };
+        writeln!(
+            f,
+            "{v} {} {irq} {}",
+            name.to_str().unwrap_or("?"),
+            count.load(Relaxed)
+        )?;
+    }
+    Ok(())
+}
+
+/// `global_causes`: the vector-0 causes the handler saw.
+fn show_global_causes(s: &Shared, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    writeln!(f, "test {}", s.test_causes.load(Relaxed))?;
+    writeln!(f, "error {}", s.error_causes.load(Relaxed))?;
+    writeln!(f, "spurious {}", s.spurious.load(Relaxed))
+}
+
+/// `irq_test`: writing `1` sets `GINT_CAUSE.TEST` through `GINT_TEST`, which
+/// sends an MSI-X message on vector 0.
+fn trigger_test(s: &Shared, reader: &mut UserSliceReader) -> Result {
+    let mut buf = [0u8; 8];
+    let len = reader.len().min(buf.len());
+    let buf = buf.get_mut(..len).ok_or(EINVAL)?;
+    reader.read_slice(buf)?;
+    if buf.trim_ascii() != b"1" {
+        return Err(EINVAL);
+    }
+    let bar = s.bar.try_access().ok_or(ENODEV)?;
+    bar.write32(regs::GINT_TEST, regs::REG_GINT_TEST as usize);
+    Ok(())
+}
