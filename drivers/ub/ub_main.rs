@@ -99,6 +99,68 @@ mod crc_tests {
     }
 }
 
+/// The specification's worked examples of the data link layer, computed by
+/// the kernel build of `ub-proto` (the host tests check the same examples in
+/// `drivers/ub/proto/tests/link_*.rs`).
+#[cfg(CONFIG_UB_KUNIT_TEST)]
+#[kunit_tests(ub_proto_link)]
+mod link_tests {
+    use super::proto::link::credit::TxCredits;
+    use super::proto::link::ctrl::{fallback, negotiate_mask};
+    use super::proto::link::frame::{cells_for_buffer, Mode, Plength, LPH_BYTES, MAX_VLS};
+
+    /// §4.6.1: 1 MB of receive buffer in 8-flit cells is 6553 cells.
+    #[test]
+    fn buffer_of_1mb_is_6553_cells() {
+        assert_eq!(cells_for_buffer(1 << 20, 8), 6553);
+    }
+
+    /// §4.6 sharing mode: 6553 cells with 128 reserved for VL0 and VL1
+    /// leave 6297 shared.
+    #[test]
+    fn sharing_mode_leaves_6297_shared() {
+        let mut reserve = [0u16; MAX_VLS];
+        reserve[0] = 128;
+        reserve[1] = 128;
+        let mut order = [0u8; MAX_VLS];
+        for (vl, slot) in (0u8..).zip(order.iter_mut()) {
+            *slot = vl;
+        }
+        let mut credits = TxCredits::new(true, 0b11, reserve, order);
+        credits.add_initial(0, 3277);
+        credits.add_initial(1, 3276);
+        credits.finish_init();
+        assert_eq!(credits.initial_total(), 6553);
+        assert_eq!(credits.shared(), 6297);
+    }
+
+    /// §4.3.2: 10 bytes in the only flit encode PLENGTH[4:0] = 9; code 27
+    /// means 16 bytes ending one flit before the last.
+    #[test]
+    fn plength_examples() {
+        assert!(matches!(
+            Plength::encode(Mode::Crc, 10 - LPH_BYTES),
+            Ok((pl, _)) if pl.end_code() == 9
+        ));
+        let layout = Plength::from_raw((1 << 5) | 27).decode(Mode::Crc);
+        assert!(matches!(
+            layout,
+            Ok(l) if l.last_flits == 2 && usize::from(l.payload_len) == 16 - LPH_BYTES
+        ));
+    }
+
+    /// §4.4: {32,16} against {64,32,16} gives 16; {32} against {16} falls
+    /// back to 8 flits per cell.
+    #[test]
+    fn negotiation_examples() {
+        assert_eq!(
+            negotiate_mask(32 | 16, 64 | 32 | 16, fallback::FLOW_CTRL_SIZE),
+            16
+        );
+        assert_eq!(negotiate_mask(32, 16, fallback::FLOW_CTRL_SIZE), 8);
+    }
+}
+
 /// Present only in the harness self-test's broken build of the module
 /// (`make UB_INJECT_KUNIT_FAILURE=1`): proves that a failing KUnit
 /// assertion fails the test command. A separate suite, because the KUnit
