@@ -10,7 +10,14 @@ UB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=scripts/versions
 . "$UB_ROOT/scripts/versions"
 
+# A CI environment may come without HOME: take the user's home directory.
+export HOME=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
 UB_CACHE=${UB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ub-stack}
+# User-space crates build with the machine's rustup toolchain (it has
+# clippy), also when PATH does not name ~/.cargo/bin.
+if [ -x "$HOME/.cargo/bin/cargo" ]; then
+	export PATH="$HOME/.cargo/bin:$PATH"
+fi
 mkdir -p "$UB_CACHE"
 
 BINDGEN_DIR=$UB_CACHE/bindgen-$BINDGEN_VERSION
