@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use ub_proto::link::engine::{Delivery, Event, Link, LinkConfig, RxSink, TxPacket, TxSource};
 use ub_proto::link::retry::RetrySlot;
 use ub_proto::link::DllState;
-use ub_proto::net::cci::{Cci, Fecn};
+use ub_proto::net::cci::Fecn;
 use ub_proto::net::nth::{IpHdr, NetHeader};
 use ub_proto::net::route::{select_port, FlowKey, RouteEntry, RouteTable};
 use ub_proto::net::{PacketClass, RoutingType};
@@ -442,15 +442,6 @@ pub fn parse_header(p: &Packet) -> Option<NetHeader> {
     NetHeader::parse(class, &p.payload).ok().map(|(h, _)| h)
 }
 
-/// Offset of the CCI inside the bytes after the LPH.
-fn cci_offset(hdr: &NetHeader) -> usize {
-    match hdr {
-        NetHeader::Cna16 { .. } => 4,
-        NetHeader::Cna24(_) => 6,
-        NetHeader::Ip(_) => 0,
-    }
-}
-
 /// One switch port.
 pub struct SwitchPort {
     /// The port's data link layer.
@@ -611,11 +602,8 @@ impl Switch {
                 self.counters.marked += 1;
             }
             hdr.set_cci(new);
-            let off = cci_offset(&hdr);
-            let v: u16 = Cci::to_u16(new);
-            if let Some(b) = p.payload.get_mut(off..off + 2) {
-                b.copy_from_slice(&v.to_be_bytes());
-            }
+            // The header was parsed from this payload, so its CCI is there.
+            let _ = hdr.write_cci(&mut p.payload);
         }
         if self.rng.chance(f.corrupt) && p.payload.len() > hdr.len() {
             let span = (p.payload.len() - hdr.len()) as u64;
@@ -662,6 +650,7 @@ impl Switch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ub_proto::net::cci::Cci;
     use ub_proto::net::npi::Npi;
     use ub_proto::net::nth::{IpNth, Nth16, Nth24, ICRC_LEN};
 

@@ -15,7 +15,10 @@
 //! the trailer is the constant [`RESIDUE`], which the tests check.
 
 use super::super::crc::Crc32;
-use super::nth::{ICRC_LEN, IPV4_LEN, IPV6_LEN, IP_PREFIX_LEN, UDP_LEN};
+use super::nth::{
+    ICRC_LEN, IPV4_LEN, IPV6_LEN, IP_PREFIX_LEN, NTH16_CCI_OFFSET, NTH16_LBF_OFFSET,
+    NTH24_CCI_OFFSET, NTH24_LBF_OFFSET, UDP_LEN,
+};
 use super::{Error, PacketClass};
 
 /// CRC-32 residue of a masked packet followed by its little-endian ICRC.
@@ -41,15 +44,14 @@ fn apply_mask(class: PacketClass, head: &mut [u8]) {
     };
     match class {
         PacketClass::Cna16 => {
-            // CCI (bytes 4-5) and LBF (byte 6).
-            set(4, 0xff);
-            set(5, 0xff);
-            set(6, 0xff);
+            set(NTH16_CCI_OFFSET, 0xff);
+            set(NTH16_CCI_OFFSET + 1, 0xff);
+            set(NTH16_LBF_OFFSET, 0xff);
         }
         PacketClass::Cna24 => {
-            set(6, 0xff);
-            set(7, 0xff);
-            set(8, 0xff);
+            set(NTH24_CCI_OFFSET, 0xff);
+            set(NTH24_CCI_OFFSET + 1, 0xff);
+            set(NTH24_LBF_OFFSET, 0xff);
         }
         PacketClass::Ipv4 => {
             set(1, 0xff); // ToS

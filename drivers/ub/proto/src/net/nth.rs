@@ -31,6 +31,16 @@ pub const UDP_LEN: usize = 8;
 pub const ICRC_LEN: usize = 4;
 /// The longest network header (IPv6 format).
 pub const MAX_NET_HDR_LEN: usize = IP_PREFIX_LEN + IPV6_LEN + UDP_LEN;
+/// Offset of the CCI in a 16-bit CNA NTH (after SCNA and DCNA).
+pub const NTH16_CCI_OFFSET: usize = 4;
+/// Offset of the LBF in a 16-bit CNA NTH.
+pub const NTH16_LBF_OFFSET: usize = 6;
+/// Offset of the CCI in a 24-bit CNA NTH (after SCNA and DCNA).
+pub const NTH24_CCI_OFFSET: usize = 6;
+/// Offset of the LBF in a 24-bit CNA NTH.
+pub const NTH24_LBF_OFFSET: usize = 8;
+/// Offset of the CCI in the IP format's CCI + NPI prefix.
+pub const IP_CCI_OFFSET: usize = 0;
 
 /// 16-bit CNA NTH (LPH.CFG 6 or 9).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -203,6 +213,22 @@ impl NetHeader {
         }
     }
 
+    /// Offset of the CCI in this header's bytes.
+    pub const fn cci_offset(&self) -> usize {
+        match self {
+            Self::Cna16 { .. } => NTH16_CCI_OFFSET,
+            Self::Cna24(_) => NTH24_CCI_OFFSET,
+            Self::Ip(_) => IP_CCI_OFFSET,
+        }
+    }
+
+    /// Rewrites the CCI of the serialized header at the start of `pkt` with
+    /// this header's CCI (what a marking switch does), leaving every other
+    /// byte alone.
+    pub fn write_cci(&self, pkt: &mut [u8]) -> Result<(), Error> {
+        put_u16(pkt, self.cci_offset(), self.cci().to_u16())
+    }
+
     /// The per-flow load-balance key of this header: LBF for CNA formats,
     /// the UDP source port for the IP format.
     pub const fn lb_key(&self) -> u16 {
@@ -226,8 +252,8 @@ impl NetHeader {
                 }
                 put_u16(out, 0, nth.scna)?;
                 put_u16(out, 2, nth.dcna)?;
-                put_u16(out, 4, nth.cci.to_u16())?;
-                put_u8(out, 6, nth.lbf)?;
+                put_u16(out, NTH16_CCI_OFFSET, nth.cci.to_u16())?;
+                put_u8(out, NTH16_LBF_OFFSET, nth.lbf)?;
                 put_u8(
                     out,
                     7,
@@ -238,8 +264,8 @@ impl NetHeader {
             Self::Cna24(nth) => {
                 put_u24(out, 0, nth.scna)?;
                 put_u24(out, 3, nth.dcna)?;
-                put_u16(out, 6, nth.cci.to_u16())?;
-                put_u8(out, 8, nth.lbf)?;
+                put_u16(out, NTH24_CCI_OFFSET, nth.cci.to_u16())?;
+                put_u8(out, NTH24_LBF_OFFSET, nth.lbf)?;
                 put_u8(out, 9, ((nth.sl & 0xf) << 4) | (nth.nlp & 7))?;
                 Ok(NTH24_LEN)
             }
@@ -247,7 +273,7 @@ impl NetHeader {
                 if !h.npi.is_valid() {
                     return Err(Error::Invalid("NPI"));
                 }
-                put_u16(out, 0, h.cci.to_u16())?;
+                put_u16(out, IP_CCI_OFFSET, h.cci.to_u16())?;
                 let npi = h.npi.raw();
                 put_u8(out, 2, ((npi >> 24) & 1) as u8)?;
                 put_u24(out, 3, npi)?;
@@ -338,8 +364,8 @@ impl NetHeader {
                 let nth = Nth16 {
                     scna: get_u16(pkt, 0)?,
                     dcna: get_u16(pkt, 2)?,
-                    cci: Cci::from_u16(get_u16(pkt, 4)?),
-                    lbf: get_u8(pkt, 6)?,
+                    cci: Cci::from_u16(get_u16(pkt, NTH16_CCI_OFFSET)?),
+                    lbf: get_u8(pkt, NTH16_LBF_OFFSET)?,
                     sl: b7 >> 4,
                     mgmt: b7 & 8 != 0,
                     nlp: b7 & 7,
@@ -358,8 +384,8 @@ impl NetHeader {
                 let nth = Nth24 {
                     scna: get_u24(pkt, 0)?,
                     dcna: get_u24(pkt, 3)?,
-                    cci: Cci::from_u16(get_u16(pkt, 6)?),
-                    lbf: get_u8(pkt, 8)?,
+                    cci: Cci::from_u16(get_u16(pkt, NTH24_CCI_OFFSET)?),
+                    lbf: get_u8(pkt, NTH24_LBF_OFFSET)?,
                     sl: b9 >> 4,
                     nlp: b9 & 7,
                 };
@@ -374,7 +400,7 @@ impl NetHeader {
     }
 
     fn parse_ip(class: PacketClass, pkt: &[u8]) -> Result<(Self, usize), Error> {
-        let cci = Cci::from_u16(get_u16(pkt, 0)?);
+        let cci = Cci::from_u16(get_u16(pkt, IP_CCI_OFFSET)?);
         let npi = Npi::from_raw((u32::from(get_u8(pkt, 2)? & 1) << 24) | get_u24(pkt, 3)?);
         let ip_len = pkt
             .len()
