@@ -59,7 +59,7 @@ const PATTERNS: &[(&str, Kind)] = &[
 pub fn scan(console: &str) -> Vec<Finding> {
     let mut findings = Vec::new();
     for (i, raw) in console.lines().enumerate() {
-        let text = strip_timestamp(raw);
+        let text = crate::ktap::strip_console_prefix(raw);
         if let Some(&(_, kind)) = PATTERNS.iter().find(|(p, _)| text.contains(p)) {
             findings.push(Finding {
                 kind,
@@ -69,13 +69,6 @@ pub fn scan(console: &str) -> Vec<Finding> {
         }
     }
     findings
-}
-
-fn strip_timestamp(line: &str) -> &str {
-    match line.strip_prefix('[').and_then(|r| r.split_once("] ")) {
-        Some((stamp, rest)) if stamp.trim().chars().all(|c| c.is_ascii_digit() || c == '.') => rest,
-        _ => line,
-    }
 }
 
 #[cfg(test)]

@@ -67,7 +67,7 @@ impl Report {
 }
 
 /// Removes a printk timestamp ("[    1.234567] ") and a trailing '\r'.
-fn strip_console_prefix(line: &str) -> &str {
+pub(crate) fn strip_console_prefix(line: &str) -> &str {
     let line = line.strip_suffix('\r').unwrap_or(line);
     if let Some(rest) = line.strip_prefix('[') {
         if let Some(end) = rest.find("] ") {
