@@ -65,7 +65,7 @@ impl PinnedDrop for UbModule {
 #[cfg(CONFIG_UB_KUNIT_TEST)]
 #[kunit_tests(ub_proto_crc)]
 mod crc_tests {
-    use super::proto::crc::{crc30, crc32, Crc30, Crc32};
+    use super::proto::crc::{crc30, crc32};
     use super::proto::testvec::{CRC30_CHECK, CRC30_VECTORS, CRC32_CHECK, CRC32_VECTORS};
 
     #[test]
@@ -82,19 +82,14 @@ mod crc_tests {
     #[test]
     fn crc30_vectors() {
         for v in CRC30_VECTORS {
-            let mut crc = Crc30::new();
-            v.input.for_each_chunk(|chunk| crc.update(chunk));
-            crc.update_bits(v.tail, v.tail_bits);
-            assert_eq!(crc.finish(), v.crc30);
+            assert_eq!(v.compute(), v.crc30);
         }
     }
 
     #[test]
     fn crc32_vectors() {
         for v in CRC32_VECTORS {
-            let mut crc = Crc32::new();
-            v.input.for_each_chunk(|chunk| crc.update(chunk));
-            assert_eq!(crc.finish(), v.crc32);
+            assert_eq!(v.compute(), v.crc32);
         }
     }
 }

@@ -9,21 +9,15 @@
 
 use std::process::ExitCode;
 
-use ub_proto::crc::{Crc30, Crc32};
 use ub_proto::testvec::{CRC30_VECTORS, CRC32_VECTORS};
 
 fn main() -> ExitCode {
     let mut results = Vec::new();
     for (i, v) in CRC30_VECTORS.iter().enumerate() {
-        let mut crc = Crc30::new();
-        v.input.for_each_chunk(|c| crc.update(c));
-        crc.update_bits(v.tail, v.tail_bits);
-        results.push((format!("crc30_vector_{i}"), crc.finish() == v.crc30));
+        results.push((format!("crc30_vector_{i}"), v.compute() == v.crc30));
     }
     for (i, v) in CRC32_VECTORS.iter().enumerate() {
-        let mut crc = Crc32::new();
-        v.input.for_each_chunk(|c| crc.update(c));
-        results.push((format!("crc32_vector_{i}"), crc.finish() == v.crc32));
+        results.push((format!("crc32_vector_{i}"), v.compute() == v.crc32));
     }
 
     println!("TAP version 13");

@@ -7,6 +7,8 @@
 //! the kernel build of this crate against the same vectors. A vector that is
 //! wrong fails on the host; a miscompiled kernel build fails in the guest.
 
+use crate::crc::{Crc30, Crc32};
+
 /// Input of a CRC vector.
 #[derive(Clone, Copy, Debug)]
 pub enum CrcInput {
@@ -55,6 +57,17 @@ pub struct Crc30Vector {
     pub tail_bits: u32,
     /// Expected CRC30.
     pub crc30: u32,
+}
+
+impl Crc30Vector {
+    /// The CRC30 that this build of [`crate::crc`] computes for the vector:
+    /// what every consumer compares with [`Crc30Vector::crc30`].
+    pub fn compute(&self) -> u32 {
+        let mut crc = Crc30::new();
+        self.input.for_each_chunk(|chunk| crc.update(chunk));
+        crc.update_bits(self.tail, self.tail_bits);
+        crc.finish()
+    }
 }
 
 /// CRC30 known answers. The last three are the CRC-covered part of real
@@ -121,6 +134,16 @@ pub struct Crc32Vector {
     pub input: CrcInput,
     /// Expected CRC-32.
     pub crc32: u32,
+}
+
+impl Crc32Vector {
+    /// The CRC-32 that this build of [`crate::crc`] computes for the vector:
+    /// what every consumer compares with [`Crc32Vector::crc32`].
+    pub fn compute(&self) -> u32 {
+        let mut crc = Crc32::new();
+        self.input.for_each_chunk(|chunk| crc.update(chunk));
+        crc.finish()
+    }
 }
 
 /// The standard CRC-32 check value: the CRC of "123456789".

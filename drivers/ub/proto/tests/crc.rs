@@ -90,14 +90,7 @@ fn crc30_vectors_match_references() {
             );
         }
         assert_eq!(v.crc30, reference, "vector {i}: expected value is wrong");
-        let mut crc = Crc30::new();
-        v.input.for_each_chunk(|c| crc.update(c));
-        crc.update_bits(v.tail, v.tail_bits);
-        assert_eq!(
-            crc.finish(),
-            v.crc30,
-            "vector {i}: implementation disagrees"
-        );
+        assert_eq!(v.compute(), v.crc30, "vector {i}: implementation disagrees");
     }
 }
 
@@ -115,13 +108,7 @@ fn crc32_vectors_match_references() {
             icrc_as_specified(&data),
             "vector {i}: spec wording disagrees"
         );
-        let mut crc = Crc32::new();
-        v.input.for_each_chunk(|c| crc.update(c));
-        assert_eq!(
-            crc.finish(),
-            v.crc32,
-            "vector {i}: implementation disagrees"
-        );
+        assert_eq!(v.compute(), v.crc32, "vector {i}: implementation disagrees");
     }
 }
 
