@@ -66,3 +66,30 @@ kernel_build_dir() {
 # QEMU 11.1 (for vfio-user-pci) runs from the trixie root through a wrapper
 # that scripts/setup writes.
 QEMU_WRAPPER=$QEMU_ROOT/ub-qemu-system-x86_64
+
+# Builds ub.ko into OUTDIR against the kernel build KDIR; a compiler, objtool
+# or modpost warning fails the build. Extra arguments go to make.
+build_module() { # OUTDIR KDIR [make args]
+	local out=$1 k=$2 log
+	shift 2
+	mkdir -p "$out"
+	log=$out/build.log
+	make -s -C "$UB_ROOT" KDIR="$k" MO="$out" "$@" modules >"$log" 2>&1 || { cat "$log"; die "building ub.ko failed"; }
+	if grep -qi 'warning' "$log"; then
+		cat "$log"
+		die "building ub.ko gave warnings"
+	fi
+}
+
+# Builds the statically linked user-space binaries the guests carry and sets
+# GUEST_BINS to the matching scripts/mkinitramfs arguments.
+build_guest_bins() {
+	RUSTFLAGS="-C target-feature=+crt-static" \
+		cargo build --release --locked -q -p ub-proto-check --target x86_64-unknown-linux-gnu
+	GUEST_BINS=(--bin "$UB_ROOT/target/x86_64-unknown-linux-gnu/release/ub-proto-check")
+}
+
+# What every guest of ub.ko must show: its KUnit suites and the selftests
+# that need no emulated controller, as ub-vmtest expectations.
+UB_EXPECT_KUNIT=(--expect-kunit ub_proto_crc --expect-kunit ub_proto_link)
+UB_EXPECT=("${UB_EXPECT_KUNIT[@]}" --expect-selftest ub_module.sh --expect-selftest ub_proto_user.sh)
