@@ -115,11 +115,11 @@ fn main() {
                     fwd: &mut u64| {
         // a -> sw.0
         for _ in 0..8 {
-            let n = a.transmit(t, &mut buf, src);
+            let n = a.poll_transmit(t, &mut buf, src);
             if n == 0 {
                 break;
             }
-            sw.ports[0].link.receive(t, &buf[..n], &mut pkts);
+            sw.ports[0].link.handle_receive(t, &buf[..n], &mut pkts);
         }
         for p in pkts.drain(..) {
             sw.forward(t, 0, p);
@@ -127,32 +127,32 @@ fn main() {
         // sw.1 -> b
         for _ in 0..8 {
             let port = &mut sw.ports[1];
-            let n = port.link.transmit(t, &mut buf, &mut port.egress);
+            let n = port.link.poll_transmit(t, &mut buf, &mut port.egress);
             if n == 0 {
                 break;
             }
             *fwd += (n / 20) as u64;
-            b.receive(t, &buf[..n], sink);
+            b.handle_receive(t, &buf[..n], sink);
         }
         // Return paths (credits, ACKs).
-        let n = b.transmit(t, &mut buf, empty);
+        let n = b.poll_transmit(t, &mut buf, empty);
         if n > 0 {
             let port = &mut sw.ports[1];
-            port.link.receive(t, &buf[..n], &mut Vec::new());
+            port.link.handle_receive(t, &buf[..n], &mut Vec::new());
         }
         let port = &mut sw.ports[0];
-        let n = port.link.transmit(t, &mut buf, &mut port.egress);
+        let n = port.link.poll_transmit(t, &mut buf, &mut port.egress);
         if n > 0 {
-            a.receive(t, &buf[..n], sink_a);
+            a.handle_receive(t, &buf[..n], sink_a);
         }
         for l in [&mut *a, &mut *b] {
-            if l.next_deadline().is_some_and(|d| d <= t) {
+            if l.poll_timeout().is_some_and(|d| d <= t) {
                 l.handle_timeout(t);
             }
             while l.poll_event().is_some() {}
         }
         for p in &mut sw.ports {
-            if p.link.next_deadline().is_some_and(|d| d <= t) {
+            if p.link.poll_timeout().is_some_and(|d| d <= t) {
                 p.link.handle_timeout(t);
             }
         }

@@ -472,7 +472,7 @@ impl Fabric {
         // Switch timers and held packets.
         for sw in &mut self.switches {
             for port in &mut sw.ports {
-                if port.link.next_deadline().is_some_and(|d| d <= now) {
+                if port.link.poll_timeout().is_some_and(|d| d <= now) {
                     port.link.handle_timeout(now);
                 }
             }
@@ -520,7 +520,7 @@ impl Fabric {
                 let mut pkts = std::mem::take(&mut self.packets);
                 if let Some(port) = sw.ports.get_mut(p) {
                     match a {
-                        Arrival::Data(d) => port.link.receive(now, &d, &mut pkts),
+                        Arrival::Data(d) => port.link.handle_receive(now, &d, &mut pkts),
                         Arrival::Lost(n) => port.link.receive_error(now, n),
                     }
                 }
@@ -558,7 +558,9 @@ impl Fabric {
                         return;
                     };
                     self.buf.resize(MIN_TX_BUFFER, 0);
-                    let n = port.link.transmit(now, &mut self.buf, &mut port.egress);
+                    let n = port
+                        .link
+                        .poll_transmit(now, &mut self.buf, &mut port.egress);
                     if n > 0 {
                         self.links[l].wires[dir].send(now, &self.buf[..n]);
                     }
@@ -601,7 +603,7 @@ impl Fabric {
         }
         for s in &self.switches {
             for p in &s.ports {
-                upd(p.link.next_deadline());
+                upd(p.link.poll_timeout());
             }
         }
         for h in &self.hosts {

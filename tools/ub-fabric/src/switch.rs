@@ -83,13 +83,13 @@ pub trait PortLink: Send {
     /// PHY LinkUp = 0.
     fn link_down(&mut self, now: u64);
     /// Received flits; whole received packets are appended to `out`.
-    fn receive(&mut self, now: u64, data: &[u8], out: &mut Vec<Packet>);
+    fn handle_receive(&mut self, now: u64, data: &[u8], out: &mut Vec<Packet>);
     /// The PHY lost `flits` flits.
     fn receive_error(&mut self, now: u64, flits: u32);
     /// Writes flits to send into `out`; returns the bytes written.
-    fn transmit(&mut self, now: u64, out: &mut [u8], src: &mut dyn PacketSource) -> usize;
+    fn poll_transmit(&mut self, now: u64, out: &mut [u8], src: &mut dyn PacketSource) -> usize;
     /// Next time [`PortLink::handle_timeout`] is due.
-    fn next_deadline(&self) -> Option<u64>;
+    fn poll_timeout(&self) -> Option<u64>;
     /// Timers.
     fn handle_timeout(&mut self, now: u64);
     /// Takes a pending request to retrain the PHY.
@@ -203,8 +203,8 @@ impl PortLink for EnginePort {
         self.rx.cur = None;
         self.events();
     }
-    fn receive(&mut self, now: u64, data: &[u8], out: &mut Vec<Packet>) {
-        self.link.receive(now, data, &mut self.rx);
+    fn handle_receive(&mut self, now: u64, data: &[u8], out: &mut Vec<Packet>) {
+        self.link.handle_receive(now, data, &mut self.rx);
         out.append(&mut self.rx.done);
         self.events();
     }
@@ -212,13 +212,13 @@ impl PortLink for EnginePort {
         self.link.receive_error(now, flits);
         self.events();
     }
-    fn transmit(&mut self, now: u64, out: &mut [u8], src: &mut dyn PacketSource) -> usize {
-        let n = self.link.transmit(now, out, &mut TxAdapter(src));
+    fn poll_transmit(&mut self, now: u64, out: &mut [u8], src: &mut dyn PacketSource) -> usize {
+        let n = self.link.poll_transmit(now, out, &mut TxAdapter(src));
         self.events();
         n
     }
-    fn next_deadline(&self) -> Option<u64> {
-        self.link.next_deadline()
+    fn poll_timeout(&self) -> Option<u64> {
+        self.link.poll_timeout()
     }
     fn handle_timeout(&mut self, now: u64) {
         self.link.handle_timeout(now);
@@ -661,12 +661,17 @@ mod tests {
     impl PortLink for FakeLink {
         fn link_up(&mut self, _now: u64) {}
         fn link_down(&mut self, _now: u64) {}
-        fn receive(&mut self, _now: u64, _data: &[u8], _out: &mut Vec<Packet>) {}
+        fn handle_receive(&mut self, _now: u64, _data: &[u8], _out: &mut Vec<Packet>) {}
         fn receive_error(&mut self, _now: u64, _flits: u32) {}
-        fn transmit(&mut self, _now: u64, _out: &mut [u8], _src: &mut dyn PacketSource) -> usize {
+        fn poll_transmit(
+            &mut self,
+            _now: u64,
+            _out: &mut [u8],
+            _src: &mut dyn PacketSource,
+        ) -> usize {
             0
         }
-        fn next_deadline(&self) -> Option<u64> {
+        fn poll_timeout(&self) -> Option<u64> {
             None
         }
         fn handle_timeout(&mut self, _now: u64) {}

@@ -605,7 +605,7 @@ impl World<'_> {
 
     fn drive_a(&mut self, now: u64) {
         for c in &mut self.chans {
-            c.tx.on_timer(now);
+            c.tx.handle_timeout(now);
         }
         let n = self.chans.len();
         'nic: loop {
@@ -649,7 +649,7 @@ impl World<'_> {
                 }
             }
         }
-        let next = self.chans.iter().filter_map(|c| c.tx.next_deadline()).min();
+        let next = self.chans.iter().filter_map(|c| c.tx.poll_timeout()).min();
         if let Some(d) = next {
             self.schedule_wake(false, d.max(now));
         }
@@ -722,7 +722,7 @@ impl World<'_> {
         let units = (tp.len() + 4) as u32;
         if self.chans[ch]
             .rx
-            .on_data(now, &h, payload, units, net.cci())
+            .handle_data(now, &h, payload, units, net.cci())
             == RxVerdict::Deliver
         {
             let payload = payload.to_vec();
@@ -739,14 +739,14 @@ impl World<'_> {
             loop {
                 let mut buf = std::mem::take(&mut self.buf);
                 let hoff = self.net_header(false, Cci::DEFAULT, 0).len();
-                let r = self.chans[i].rx.poll_response(now, &mut buf[hoff..]);
+                let r = self.chans[i].rx.poll_transmit(now, &mut buf[hoff..]);
                 self.buf = buf;
                 let Ok(Some(n)) = r else { break };
                 let net = self.net_header(false, Cci::DEFAULT, self.chans[i].lb);
                 self.send(now, false, net, n, false);
             }
         }
-        let next = self.chans.iter().filter_map(|c| c.rx.next_deadline()).min();
+        let next = self.chans.iter().filter_map(|c| c.rx.poll_timeout()).min();
         if let Some(d) = next {
             self.schedule_wake(true, d.max(now));
         }
@@ -766,7 +766,7 @@ impl World<'_> {
             .checked_sub(TPN_A)
             .and_then(|i| self.chans.get_mut(i as usize))
         {
-            let _ = c.tx.on_response(now, tp);
+            let _ = c.tx.handle_response(now, tp);
         }
     }
 

@@ -138,16 +138,16 @@ fn run(sizes: &[usize], ber: f64, packets: u64, mode: Mode) -> Result {
     b.link_up(now);
     while a.state() != DllState::Normal || b.state() != DllState::Normal {
         now += 1000;
-        let n = a.transmit(now, &mut buf_a, &mut Idle);
-        b.receive(now, &buf_a[..n], &mut cb);
-        let m = b.transmit(now, &mut buf_b, &mut Idle);
-        a.receive(now, &buf_b[..m], &mut ca);
+        let n = a.poll_transmit(now, &mut buf_a, &mut Idle);
+        b.handle_receive(now, &buf_a[..n], &mut cb);
+        let m = b.poll_transmit(now, &mut buf_b, &mut Idle);
+        a.handle_receive(now, &buf_b[..m], &mut ca);
     }
     let wire0 = a.counters().tx_flits;
     let start = Instant::now();
     // 1 flit = 1 ns of simulated time (a 160 Gb/s link).
     while cb.packets < packets {
-        let n = a.transmit(now, &mut buf_a, &mut src);
+        let n = a.poll_transmit(now, &mut buf_a, &mut src);
         let bits = n as u64 * 8;
         let mut pos = 0;
         while pos + next_err <= bits {
@@ -157,16 +157,16 @@ fn run(sizes: &[usize], ber: f64, packets: u64, mode: Mode) -> Result {
             next_err = rng.gap(ber);
         }
         next_err -= bits - pos;
-        b.receive(now, &buf_a[..n], &mut cb);
-        let m = b.transmit(now, &mut buf_b, &mut Idle);
-        a.receive(now, &buf_b[..m], &mut ca);
+        b.handle_receive(now, &buf_a[..n], &mut cb);
+        let m = b.poll_transmit(now, &mut buf_b, &mut Idle);
+        a.handle_receive(now, &buf_b[..m], &mut ca);
         now += (n / FLIT_BYTES).max(1) as u64;
-        if let Some(d) = a.next_deadline() {
+        if let Some(d) = a.poll_timeout() {
             if d <= now {
                 a.handle_timeout(now);
             }
         }
-        if let Some(d) = b.next_deadline() {
+        if let Some(d) = b.poll_timeout() {
             if d <= now {
                 b.handle_timeout(now);
             }

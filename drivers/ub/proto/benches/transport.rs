@@ -125,12 +125,12 @@ fn bench(mode: RetransmitMode, fast: bool, ack_every: u16, full: bool, packets: 
                 &payload[..p.len as usize],
             )
         };
-        if rx.on_data(now, &h, body, p.len + 20, Cci::DEFAULT) == RxVerdict::Deliver {
+        if rx.handle_data(now, &h, body, p.len + 20, Cci::DEFAULT) == RxVerdict::Deliver {
             black_box(re.on_packet(h.tpmsn, h.last, body.len() as u32).unwrap());
             delivered += 1;
         }
-        if let Some(n) = rx.poll_response(now, &mut ack).unwrap() {
-            tx.on_response(now, &ack[..n]).unwrap();
+        if let Some(n) = rx.poll_transmit(now, &mut ack).unwrap() {
+            tx.handle_response(now, &ack[..n]).unwrap();
             while let Some(e) = tx.poll_event() {
                 black_box(e);
             }

@@ -31,7 +31,8 @@ fn templates(mode: Mode) -> Vec<TestLink> {
     let mut sim = Sim::new(cfg, cfg, 256, 256, 1);
     v.push(sim.b.clone());
     sim.link_up();
-    sim.b.transmit(0, &mut [0u8; 4096], &mut Queues::default());
+    sim.b
+        .poll_transmit(0, &mut [0u8; 4096], &mut Queues::default());
     v.push(sim.b.clone());
     let mut sim = Sim::new(cfg, cfg, 256, 256, 2);
     assert!(sim.bring_up(10_000));
@@ -60,7 +61,7 @@ fn real_traffic(mode: Mode) -> Vec<u8> {
         q.push(i % 3, random_packet(&mut rng, mode, 64, 0.2));
     }
     let mut out = vec![0u8; 400 * 1024];
-    let n = sim.a.transmit(sim.now, &mut out, &mut q);
+    let n = sim.a.poll_transmit(sim.now, &mut out, &mut q);
     out.truncate(n);
     out
 }
@@ -115,7 +116,7 @@ fn feed(link: &mut TestLink, now: u64, data: &[u8], rng: &mut Rng) {
             rest.len()
         };
         let (a, b) = rest.split_at(take);
-        link.receive(now, a, &mut sink);
+        link.handle_receive(now, a, &mut sink);
         rest = b;
     }
     if rng.below(16) == 0 {
@@ -176,7 +177,7 @@ fn run(mode: Mode, inputs: u64, seed: u64) -> (u64, u64) {
         feed(&mut link, now, &input, &mut rng);
         if rng.below(4) == 0 {
             link.handle_timeout(now);
-            let _ = link.transmit(now, &mut out, &mut q);
+            let _ = link.poll_transmit(now, &mut out, &mut q);
             while link.poll_event().is_some() {}
         }
         if rng.below(64) == 0 {

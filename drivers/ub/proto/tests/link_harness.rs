@@ -265,7 +265,7 @@ impl Wire {
             }
             let (_, item) = self.q.pop_front().unwrap();
             match item {
-                Item::Bytes(b) => to.receive(now, &b, sink),
+                Item::Bytes(b) => to.handle_receive(now, &b, sink),
                 Item::Lost(n) => to.receive_error(now, n),
             }
         }
@@ -368,7 +368,7 @@ impl Sim {
                     link.mode_change_done(now);
                 }
             }
-            if let Some(d) = link.next_deadline() {
+            if let Some(d) = link.poll_timeout() {
                 if d <= now {
                     link.handle_timeout(now);
                 }
@@ -381,14 +381,18 @@ impl Sim {
             }
         }
         let budget = self.budget * FLIT_BYTES;
-        let n = self.a.transmit(now, &mut self.buf[..budget], &mut self.qa);
+        let n = self
+            .a
+            .poll_transmit(now, &mut self.buf[..budget], &mut self.qa);
         self.ab.send(
             now + self.delay,
             &self.buf[..n],
             self.a.mode(),
             &mut self.rng,
         );
-        let n = self.b.transmit(now, &mut self.buf[..budget], &mut self.qb);
+        let n = self
+            .b
+            .poll_transmit(now, &mut self.buf[..budget], &mut self.qb);
         self.ba.send(
             now + self.delay,
             &self.buf[..n],

@@ -67,7 +67,7 @@ fn bring_up_sequence_and_negotiation() {
     assert_eq!(sim.a.state(), DllState::Disabled);
     // Nothing is sent while disabled.
     let mut q = Queues::default();
-    assert_eq!(sim.a.transmit(0, &mut [0u8; 2000], &mut q), 0);
+    assert_eq!(sim.a.poll_transmit(0, &mut [0u8; 2000], &mut q), 0);
     assert!(sim.bring_up(10_000));
     for ev in [&sim.events_a, &sim.events_b] {
         let states: Vec<_> = ev
@@ -101,7 +101,7 @@ fn param_init_aligns_with_retry_sets_first() {
     sim.a.link_up(0);
     let mut q = Queues::default();
     let mut out = vec![0u8; 4096];
-    let n = sim.a.transmit(0, &mut out, &mut q);
+    let n = sim.a.poll_transmit(0, &mut out, &mut q);
     assert_eq!(n, RETRY_SET_FLITS * FLIT_BYTES);
     let (idle, _) = ControlBlock::decode(Mode::Crc, &out[..20]).unwrap();
     assert_eq!(idle, ControlBlock::RetryIdle);
@@ -112,12 +112,13 @@ fn param_init_aligns_with_retry_sets_first() {
     ));
     assert_eq!(sim.a.retry_req_state(), RetryReqState::Wait);
     // Nothing more until the peer answers.
-    assert_eq!(sim.a.transmit(1, &mut out, &mut q), 0);
+    assert_eq!(sim.a.poll_transmit(1, &mut out, &mut q), 0);
     let mut sink = Collector::default();
-    sim.a.receive(2, &flit(ControlBlock::RetryIdle), &mut sink);
-    sim.a.receive(2, &ack_for(0), &mut sink);
+    sim.a
+        .handle_receive(2, &flit(ControlBlock::RetryIdle), &mut sink);
+    sim.a.handle_receive(2, &ack_for(0), &mut sink);
     assert_eq!(sim.a.retry_req_state(), RetryReqState::Normal);
-    let n = sim.a.transmit(3, &mut out, &mut q);
+    let n = sim.a.poll_transmit(3, &mut out, &mut q);
     assert_eq!(n, 5 * FLIT_BYTES);
     assert!(matches!(
         ControlBlock::decode(Mode::Crc, &out[..n]).unwrap().0,
@@ -135,11 +136,11 @@ fn fail_times(sim: &mut Sim, n: u8, now: &mut u64) {
     for _ in 0..n {
         let rcv = sim.b.rcv_ptr();
         assert_eq!(sim.b.retry_req_state(), RetryReqState::Normal);
-        sim.b.receive(*now, &bad_flit(), &mut sink);
+        sim.b.handle_receive(*now, &bad_flit(), &mut sink);
         if sim.b.retry_req_state() != RetryReqState::Req {
             return;
         }
-        let k = sim.b.transmit(*now, &mut out, &mut q);
+        let k = sim.b.poll_transmit(*now, &mut out, &mut q);
         assert!(k >= RETRY_SET_FLITS * FLIT_BYTES);
         let (req, _) = ControlBlock::decode(Mode::Crc, &out[20..40]).unwrap();
         let ControlBlock::RetryReq(r) = req else {
@@ -148,7 +149,7 @@ fn fail_times(sim: &mut Sim, n: u8, now: &mut u64) {
         assert_eq!(r.rcv_ptr, rcv);
         assert_eq!(r.num_retry, sim.b.num_retry());
         assert_eq!(sim.b.retry_req_state(), RetryReqState::Wait);
-        sim.b.receive(*now, &ack_for(rcv), &mut sink);
+        sim.b.handle_receive(*now, &ack_for(rcv), &mut sink);
         *now += 1000;
     }
 }
@@ -165,7 +166,7 @@ fn fifteen_failures_on_same_rcv_ptr_retrain_then_four_reinits_error() {
     while sim.b.poll_event().is_some() {}
     // The 15th failure at the same RcvPtr: RETRAIN, rollover reported.
     let mut sink = Collector::default();
-    sim.b.receive(now, &bad_flit(), &mut sink);
+    sim.b.handle_receive(now, &bad_flit(), &mut sink);
     assert_eq!(sim.b.retry_req_state(), RetryReqState::Retrain);
     assert_eq!(sim.b.num_phy_reinit(), 1);
     assert_eq!(sim.b.rcv_ptr(), rcv);
@@ -173,24 +174,24 @@ fn fifteen_failures_on_same_rcv_ptr_retrain_then_four_reinits_error() {
     assert_eq!(sim.b.poll_event(), Some(Event::RetrainRequest));
     // Nothing is sent or received while retraining.
     let mut q = Queues::default();
-    assert_eq!(sim.b.transmit(now, &mut [0u8; 4096], &mut q), 0);
+    assert_eq!(sim.b.poll_transmit(now, &mut [0u8; 4096], &mut q), 0);
     // Retrain done → REQ (NUM_RETRY restarted).
     sim.b.phy_retrained(now);
     assert_eq!(sim.b.retry_req_state(), RetryReqState::Req);
     assert_eq!(sim.b.num_retry(), 1);
     let mut out = vec![0u8; 4096];
-    sim.b.transmit(now, &mut out, &mut q);
-    sim.b.receive(now, &ack_for(rcv), &mut sink);
+    sim.b.poll_transmit(now, &mut out, &mut q);
+    sim.b.handle_receive(now, &ack_for(rcv), &mut sink);
     // Re-inits 2 and 3 retrain; the 4th enters ERROR.
     for reinit in 2..=4u8 {
         fail_times(&mut sim, 14, &mut now);
-        sim.b.receive(now, &bad_flit(), &mut sink);
+        sim.b.handle_receive(now, &bad_flit(), &mut sink);
         if reinit < 4 {
             assert_eq!(sim.b.retry_req_state(), RetryReqState::Retrain);
             assert_eq!(sim.b.num_phy_reinit(), reinit);
             sim.b.phy_retrained(now);
-            sim.b.transmit(now, &mut out, &mut q);
-            sim.b.receive(now, &ack_for(rcv), &mut sink);
+            sim.b.poll_transmit(now, &mut out, &mut q);
+            sim.b.handle_receive(now, &ack_for(rcv), &mut sink);
         }
     }
     assert_eq!(sim.b.retry_req_state(), RetryReqState::Error);
@@ -201,7 +202,7 @@ fn fifteen_failures_on_same_rcv_ptr_retrain_then_four_reinits_error() {
     assert!(saw_error);
     assert_eq!(sim.b.counters().retrains, 3);
     // ERROR is held: no TX, link flaps do not clear it.
-    assert_eq!(sim.b.transmit(now, &mut out, &mut q), 0);
+    assert_eq!(sim.b.poll_transmit(now, &mut out, &mut q), 0);
     sim.b.link_down(now, &mut sink);
     sim.b.link_up(now);
     assert_eq!(sim.b.state(), DllState::Disabled);
@@ -224,7 +225,8 @@ fn progress_clears_num_retry() {
     fail_times(&mut sim, 14, &mut now);
     let mut sink = Collector::default();
     let rcv = sim.b.rcv_ptr();
-    sim.b.receive(now, &flit(ControlBlock::Nob), &mut sink);
+    sim.b
+        .handle_receive(now, &flit(ControlBlock::Nob), &mut sink);
     assert_eq!(sim.b.rcv_ptr(), rcv + 1);
     assert_eq!(sim.b.num_retry(), 0);
     fail_times(&mut sim, 14, &mut now);
@@ -242,10 +244,10 @@ fn lost_retry_ack_sets_recovered_by_wait_timeout() {
     let mut sink = Collector::default();
     let mut q = Queues::default();
     let mut out = vec![0u8; 4096];
-    sim.b.receive(now, &bad_flit(), &mut sink);
-    sim.b.transmit(now, &mut out, &mut q);
+    sim.b.handle_receive(now, &bad_flit(), &mut sink);
+    sim.b.poll_transmit(now, &mut out, &mut q);
     assert_eq!(sim.b.retry_req_state(), RetryReqState::Wait);
-    let deadline = sim.b.next_deadline().unwrap();
+    let deadline = sim.b.poll_timeout().unwrap();
     assert_eq!(deadline, now + LinkConfig::default().wait_timeout_ns);
     sim.b.handle_timeout(deadline - 1);
     assert_eq!(sim.b.retry_req_state(), RetryReqState::Wait);
@@ -259,15 +261,15 @@ fn lost_retry_ack_sets_recovered_by_wait_timeout() {
         }
     }
     // A Retry_Ack for another RcvPtr (a stale set) is ignored in WAIT.
-    sim.b.transmit(deadline, &mut out, &mut q);
-    sim.b.receive(
+    sim.b.poll_transmit(deadline, &mut out, &mut q);
+    sim.b.handle_receive(
         deadline,
         &ack_for(sim.b.rcv_ptr().wrapping_add(3)),
         &mut sink,
     );
     assert_eq!(sim.b.retry_req_state(), RetryReqState::Wait);
     sim.b
-        .receive(deadline, &ack_for(sim.b.rcv_ptr()), &mut sink);
+        .handle_receive(deadline, &ack_for(sim.b.rcv_ptr()), &mut sink);
     assert_eq!(sim.b.retry_req_state(), RetryReqState::Normal);
 
     // System level: cut the a→b wire whenever b starts waiting, so whole
@@ -440,7 +442,7 @@ fn packet_min_interval_inserts_nobs() {
         );
     }
     let mut out = vec![0u8; 64 * 1024];
-    let n = sim.a.transmit(sim.now, &mut out, &mut q);
+    let n = sim.a.poll_transmit(sim.now, &mut out, &mut q);
     // Walk the blocks: DLLDP headers at least 6 flits apart.
     let mut at = 0;
     let mut last_hdr: Option<usize> = None;
@@ -468,7 +470,7 @@ fn packet_min_interval_inserts_nobs() {
     assert!(nobs >= 19 * 4, "{nobs} NOBs");
     assert_eq!(sim.a.counters().tx_nobs as usize, nobs);
     // The receiver drops NOBs and delivers the packets.
-    sim.b.receive(sim.now, &out[..n], &mut sim.cb);
+    sim.b.handle_receive(sim.now, &out[..n], &mut sim.cb);
     assert_eq!(sim.cb.delivered, 20);
 }
 
@@ -492,10 +494,10 @@ fn credit_return_threshold_backpressures_and_forces_crd_ack() {
         },
     );
     let mut out = vec![0u8; 8192];
-    let n = sim.a.transmit(sim.now, &mut out, &mut q);
+    let n = sim.a.poll_transmit(sim.now, &mut out, &mut q);
     assert!(n > 0);
     assert!(!sim.b.backpressured());
-    sim.b.receive(sim.now, &out[..n], &mut sim.cb);
+    sim.b.handle_receive(sim.now, &out[..n], &mut sim.cb);
     assert!(sim.b.backpressured());
     let mut qb = Queues::default();
     qb.push(
@@ -507,7 +509,7 @@ fn credit_return_threshold_backpressures_and_forces_crd_ack() {
             payload: vec![1; 100],
         },
     );
-    let m = sim.b.transmit(sim.now, &mut out, &mut qb);
+    let m = sim.b.poll_transmit(sim.now, &mut out, &mut qb);
     assert!(m > 0);
     let (cb, _) = ControlBlock::decode(Mode::Crc, &out[..40]).unwrap();
     assert!(matches!(cb, ControlBlock::CrdAck(c) if !c.initial && c.crd_num[0] > 0));
@@ -577,11 +579,11 @@ fn receive_overflow_is_detected() {
         },
     );
     let mut out = vec![0u8; 16 * 1024];
-    let n = sim.a.transmit(sim.now, &mut out, &mut q);
+    let n = sim.a.poll_transmit(sim.now, &mut out, &mut q);
     let cost = u32::try_from(n / FLIT_BYTES).unwrap().div_ceil(8);
     let mut sink = Collector::default();
     for _ in 0..=granted / cost {
-        sim.b.receive(sim.now, &out[..n], &mut sink);
+        sim.b.handle_receive(sim.now, &out[..n], &mut sink);
     }
     let c = *sim.b.counters();
     assert!(
@@ -704,11 +706,12 @@ fn partial_block_timeout_recovers_a_swallowed_block() {
         plength: ub_proto::link::frame::Plength::from_raw((31 << 5) | 3),
     };
     f[..4].copy_from_slice(&lph.encode());
-    sim.b.receive(now, &f, &mut sink);
+    sim.b.handle_receive(now, &f, &mut sink);
     // A real block now vanishes into the partial one.
-    sim.b.receive(now, &flit(ControlBlock::Nob), &mut sink);
+    sim.b
+        .handle_receive(now, &flit(ControlBlock::Nob), &mut sink);
     let rcv = sim.b.rcv_ptr();
-    let deadline = sim.b.next_deadline().unwrap();
+    let deadline = sim.b.poll_timeout().unwrap();
     assert_eq!(deadline, now + LinkConfig::default().wait_timeout_ns);
     sim.b.handle_timeout(deadline - 1);
     assert_eq!(sim.b.retry_req_state(), RetryReqState::Normal);

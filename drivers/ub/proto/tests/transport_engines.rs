@@ -189,7 +189,7 @@ fn pkt(psn: u32) -> Rtph {
 /// Decoded response: (opcode, rspst, psn, sack bits).
 fn resp(rx: &mut RtpReceiver<'_>, now: u64) -> Option<(TpOpcode, Rspst, u32, Vec<bool>)> {
     let mut b = [0u8; 256];
-    let n = rx.poll_response(now, &mut b).unwrap()?;
+    let n = rx.poll_transmit(now, &mut b).unwrap()?;
     let h = Rtph::parse(&b[..n]).unwrap();
     let bits = if h.opcode == TpOpcode::Sack {
         let (s, _) = Saetph::parse(&b[16..n]).unwrap();
@@ -211,41 +211,41 @@ fn receiver_gbn_fast_drops_ooo_and_naks_once() {
     let ack = |p| Some((TpOpcode::Ack, Rspst::Ack, p, vec![]));
     let nak = |p| Some((TpOpcode::Ack, Rspst::CompleterError(0), p, vec![]));
     assert_eq!(
-        rx.on_data(0, &pkt(E), b"a", 1, Cci::DEFAULT),
+        rx.handle_data(0, &pkt(E), b"a", 1, Cci::DEFAULT),
         RxVerdict::Deliver
     );
     assert_eq!(resp(&mut rx, 0), ack(E));
     // E+1 lost; E+2, E+3 out of order: dropped, one TPNAK(EPSN).
     assert_eq!(
-        rx.on_data(0, &pkt(E + 2), b"c", 1, Cci::DEFAULT),
+        rx.handle_data(0, &pkt(E + 2), b"c", 1, Cci::DEFAULT),
         RxVerdict::Drop(DropReason::OutOfOrder)
     );
     assert_eq!(resp(&mut rx, 0), nak(E + 1));
     assert_eq!(
-        rx.on_data(0, &pkt(0x1), b"d", 1, Cci::DEFAULT),
+        rx.handle_data(0, &pkt(0x1), b"d", 1, Cci::DEFAULT),
         RxVerdict::Drop(DropReason::OutOfOrder)
     );
     assert_eq!(resp(&mut rx, 0), None, "at most one TPNAK until a TPACK");
     // Duplicate: TPACK(EPSN-1).
     assert_eq!(
-        rx.on_data(0, &pkt(E), b"a", 1, Cci::DEFAULT),
+        rx.handle_data(0, &pkt(E), b"a", 1, Cci::DEFAULT),
         RxVerdict::Drop(DropReason::Duplicate)
     );
     assert_eq!(resp(&mut rx, 0), ack(E));
     // A TPACK was sent again: the next OOO packet may NAK again.
     assert_eq!(
-        rx.on_data(0, &pkt(E + 3), b"d", 1, Cci::DEFAULT),
+        rx.handle_data(0, &pkt(E + 3), b"d", 1, Cci::DEFAULT),
         RxVerdict::Drop(DropReason::OutOfOrder)
     );
     assert_eq!(resp(&mut rx, 0), nak(E + 1));
     // Invalid: silent.
     assert_eq!(
-        rx.on_data(0, &pkt(E + 500), b"x", 1, Cci::DEFAULT),
+        rx.handle_data(0, &pkt(E + 500), b"x", 1, Cci::DEFAULT),
         RxVerdict::Drop(DropReason::InvalidPsn)
     );
     assert_eq!(resp(&mut rx, 0), None);
     assert_eq!(
-        rx.on_data(0, &pkt(E + 1), b"b", 1, Cci::DEFAULT),
+        rx.handle_data(0, &pkt(E + 1), b"b", 1, Cci::DEFAULT),
         RxVerdict::Deliver
     );
     assert_eq!(resp(&mut rx, 0), ack(E + 1));
@@ -256,21 +256,21 @@ fn receiver_gbn_without_fast_holds_ooo_silently() {
     let mut buf = RxBuf::new(128);
     let mut rx = RtpReceiver::new(rx_cfg(RxMode::GoBackNOoo), buf.store()).unwrap();
     assert_eq!(
-        rx.on_data(0, &pkt(E + 1), b"b", 1, Cci::DEFAULT),
+        rx.handle_data(0, &pkt(E + 1), b"b", 1, Cci::DEFAULT),
         RxVerdict::Held
     );
     assert_eq!(resp(&mut rx, 0), None, "OOO: no response");
     assert_eq!(
-        rx.on_data(0, &pkt(E + 1), b"b", 1, Cci::DEFAULT),
+        rx.handle_data(0, &pkt(E + 1), b"b", 1, Cci::DEFAULT),
         RxVerdict::Drop(DropReason::Duplicate)
     );
     assert_eq!(resp(&mut rx, 0), None, "OOO seen: no response");
     assert_eq!(
-        rx.on_data(0, &pkt(E + 3), b"d", 1, Cci::DEFAULT),
+        rx.handle_data(0, &pkt(E + 3), b"d", 1, Cci::DEFAULT),
         RxVerdict::Held
     );
     assert_eq!(
-        rx.on_data(0, &pkt(E), b"a", 1, Cci::DEFAULT),
+        rx.handle_data(0, &pkt(E), b"a", 1, Cci::DEFAULT),
         RxVerdict::Deliver
     );
     // EPSN advanced over the held E+1.
@@ -283,7 +283,7 @@ fn receiver_gbn_without_fast_holds_ooo_silently() {
         Some((TpOpcode::Ack, Rspst::Ack, E + 1, vec![]))
     );
     assert_eq!(
-        rx.on_data(0, &pkt(E + 2), b"c", 1, Cci::DEFAULT),
+        rx.handle_data(0, &pkt(E + 2), b"c", 1, Cci::DEFAULT),
         RxVerdict::Deliver
     );
     assert_eq!(rx.next_held().unwrap().payload, b"d");
@@ -298,7 +298,7 @@ fn receiver_selective_sacks_and_raises_max_rcv_psn_when_it_cannot_record() {
     let mut buf = RxBuf::new(4);
     let mut rx = RtpReceiver::new(rx_cfg(RxMode::Selective), buf.store()).unwrap();
     assert_eq!(
-        rx.on_data(0, &pkt(E), b"a", 1, Cci::DEFAULT),
+        rx.handle_data(0, &pkt(E), b"a", 1, Cci::DEFAULT),
         RxVerdict::Deliver
     );
     assert_eq!(
@@ -306,7 +306,7 @@ fn receiver_selective_sacks_and_raises_max_rcv_psn_when_it_cannot_record() {
         Some((TpOpcode::Ack, Rspst::Ack, E, vec![]))
     );
     assert_eq!(
-        rx.on_data(0, &pkt(E + 2), b"c", 1, Cci::DEFAULT),
+        rx.handle_data(0, &pkt(E + 2), b"c", 1, Cci::DEFAULT),
         RxVerdict::Held
     );
     assert_eq!(
@@ -315,7 +315,7 @@ fn receiver_selective_sacks_and_raises_max_rcv_psn_when_it_cannot_record() {
     );
     // Four slots from the head (E+1): E+5 cannot be recorded.
     assert_eq!(
-        rx.on_data(0, &pkt(E + 6), b"g", 1, Cci::DEFAULT),
+        rx.handle_data(0, &pkt(E + 6), b"g", 1, Cci::DEFAULT),
         RxVerdict::Drop(DropReason::Unrecordable)
     );
     assert_eq!(rx.max_rcv_psn(), Psn::new(E + 6));
@@ -330,13 +330,13 @@ fn receiver_selective_sacks_and_raises_max_rcv_psn_when_it_cannot_record() {
     );
     // Duplicate while gaps remain: TPSACK.
     assert_eq!(
-        rx.on_data(0, &pkt(E), b"a", 1, Cci::DEFAULT),
+        rx.handle_data(0, &pkt(E), b"a", 1, Cci::DEFAULT),
         RxVerdict::Drop(DropReason::Duplicate)
     );
     assert!(matches!(resp(&mut rx, 0), Some((TpOpcode::Sack, ..))));
     // Fill the hole: in-order, still a gap up to MaxRcvPSN → TPSACK.
     assert_eq!(
-        rx.on_data(0, &pkt(E + 1), b"b", 1, Cci::DEFAULT),
+        rx.handle_data(0, &pkt(E + 1), b"b", 1, Cci::DEFAULT),
         RxVerdict::Deliver
     );
     assert_eq!(rx.next_held().unwrap().payload, b"c");
@@ -352,7 +352,7 @@ fn receiver_selective_sacks_and_raises_max_rcv_psn_when_it_cannot_record() {
     );
     for p in 1..=4 {
         assert_eq!(
-            rx.on_data(0, &pkt(p), b"x", 1, Cci::DEFAULT),
+            rx.handle_data(0, &pkt(p), b"x", 1, Cci::DEFAULT),
             RxVerdict::Deliver
         );
     }
@@ -363,7 +363,7 @@ fn receiver_selective_sacks_and_raises_max_rcv_psn_when_it_cannot_record() {
     );
     // Invalid: silent.
     assert_eq!(
-        rx.on_data(0, &pkt(4000), b"x", 1, Cci::DEFAULT),
+        rx.handle_data(0, &pkt(4000), b"x", 1, Cci::DEFAULT),
         RxVerdict::Drop(DropReason::InvalidPsn)
     );
     assert_eq!(resp(&mut rx, 0), None);
@@ -377,10 +377,10 @@ fn receiver_coalesces_acks_and_honours_the_sack_threshold() {
     let mut buf = RxBuf::new(128);
     let mut rx = RtpReceiver::new(cfg, buf.store()).unwrap();
     for k in 0..3 {
-        rx.on_data(100, &pkt(E + k), b"x", 1, Cci::DEFAULT);
+        rx.handle_data(100, &pkt(E + k), b"x", 1, Cci::DEFAULT);
         assert_eq!(resp(&mut rx, 100), None);
     }
-    assert_eq!(rx.next_deadline(), Some(1100));
+    assert_eq!(rx.poll_timeout(), Some(1100));
     // The delay expires: one TPACK for three packets.
     assert_eq!(
         resp(&mut rx, 1100),
@@ -389,17 +389,17 @@ fn receiver_coalesces_acks_and_honours_the_sack_threshold() {
     // A=1 forces an immediate response.
     let mut h = pkt(E + 3);
     h.ack_req = true;
-    rx.on_data(2000, &h, b"x", 1, Cci::DEFAULT);
+    rx.handle_data(2000, &h, b"x", 1, Cci::DEFAULT);
     assert_eq!(
         resp(&mut rx, 2000),
         Some((TpOpcode::Ack, Rspst::Ack, 1, vec![]))
     );
     // OOO packets: TPSACK only from the third on.
     for k in [5, 6] {
-        rx.on_data(3000, &pkt(E + k), b"x", 1, Cci::DEFAULT);
+        rx.handle_data(3000, &pkt(E + k), b"x", 1, Cci::DEFAULT);
         assert_eq!(resp(&mut rx, 3000), None);
     }
-    rx.on_data(3000, &pkt(E + 7), b"x", 1, Cci::DEFAULT);
+    rx.handle_data(3000, &pkt(E + 7), b"x", 1, Cci::DEFAULT);
     assert!(matches!(resp(&mut rx, 3000), Some((TpOpcode::Sack, ..))));
 }
 
@@ -432,10 +432,10 @@ fn dynamic_rto_sequence_and_retry_limit() {
     assert!(!first.retransmission && first.last);
     let mut now = 0;
     let mut intervals = vec![];
-    while let Some(d) = tx.next_deadline() {
+    while let Some(d) = tx.poll_timeout() {
         intervals.push((d - now) / 1000);
         now = d;
-        tx.on_timer(now);
+        tx.handle_timeout(now);
         if let Some(p) = tx.poll_transmit(now, &mut out).unwrap() {
             assert!(p.retransmission && p.psn == first.psn);
         }
@@ -530,12 +530,12 @@ fn gbn_fast_retransmit_on_tpnak_and_segmentation() {
         if i == 1 {
             continue;
         }
-        if rx.on_data(10, h, &vec![0; *len as usize], 1, Cci::DEFAULT) == RxVerdict::Deliver {
+        if rx.handle_data(10, h, &vec![0; *len as usize], 1, Cci::DEFAULT) == RxVerdict::Deliver {
             completed.push(re.on_packet(h.tpmsn, h.last, *len).unwrap());
         }
         let mut b = [0u8; 64];
-        while let Some(n) = rx.poll_response(10, &mut b).unwrap() {
-            tx.on_response(20, &b[..n]).unwrap();
+        while let Some(n) = rx.poll_transmit(10, &mut b).unwrap() {
+            tx.handle_response(20, &b[..n]).unwrap();
         }
     }
     // TPNAK(psn of the second) → go back: resend 2nd and 3rd.
@@ -544,7 +544,7 @@ fn gbn_fast_retransmit_on_tpnak_and_segmentation() {
         assert!(p.retransmission);
         let h = Rtph::parse(&out).unwrap();
         resent.push(h.psn);
-        if rx.on_data(40, &h, &vec![0; p.len as usize], 1, Cci::DEFAULT) == RxVerdict::Deliver {
+        if rx.handle_data(40, &h, &vec![0; p.len as usize], 1, Cci::DEFAULT) == RxVerdict::Deliver {
             completed.push(re.on_packet(h.tpmsn, h.last, p.len).unwrap());
         }
     }
@@ -558,15 +558,15 @@ fn gbn_fast_retransmit_on_tpnak_and_segmentation() {
         })
     );
     let mut b = [0u8; 64];
-    while let Some(n) = rx.poll_response(50, &mut b).unwrap() {
-        tx.on_response(60, &b[..n]).unwrap();
+    while let Some(n) = rx.poll_transmit(50, &mut b).unwrap() {
+        tx.handle_response(60, &b[..n]).unwrap();
     }
     assert_eq!(
         tx.poll_event(),
         Some(TxEvent::MessageAcked { token: 1, tpmsn: 0 })
     );
     assert!(tx.is_idle());
-    assert_eq!(tx.next_deadline(), None);
+    assert_eq!(tx.poll_timeout(), None);
 }
 
 #[test]
@@ -673,7 +673,7 @@ fn connection_management_with_lost_messages() {
                 drops[i] = false;
                 dropped += 1;
             } else if let Some(s) = b.as_mut() {
-                s.on_msg(now, &m);
+                s.handle_msg(now, &m);
             } else {
                 b = CmSession::accept(now, timing, &m, 0xb, Psn::new(0x22_2222), &local_b);
             }
@@ -685,12 +685,12 @@ fn connection_management_with_lost_messages() {
                     drops[1] = false;
                     dropped += 1;
                 } else {
-                    a.on_msg(now, &m);
+                    a.handle_msg(now, &m);
                 }
             }
-            s.on_timer(now);
+            s.handle_timeout(now);
         }
-        a.on_timer(now);
+        a.handle_timeout(now);
         now += 1_000_000;
     }
     let b = b.unwrap();
@@ -730,7 +730,7 @@ fn connection_management_gives_up_and_tears_down() {
     let mut buf = [0u8; 64];
     let mut sent = 0;
     for now in (0..1000).step_by(50) {
-        a.on_timer(now);
+        a.handle_timeout(now);
         if a.poll_transmit(now, &mut buf).unwrap().is_some() {
             sent += 1;
         }
@@ -762,23 +762,23 @@ fn connection_management_gives_up_and_tears_down() {
     .unwrap();
     assert_eq!(b.channel(), ChannelState::Rtr);
     let n = b.poll_transmit(0, &mut buf).unwrap().unwrap();
-    a.on_msg(0, &CmMsg::parse(&buf[..n]).unwrap());
+    a.handle_msg(0, &CmMsg::parse(&buf[..n]).unwrap());
     assert_eq!(a.params().mode, RetransmitMode::GoBackN);
     // RTU lost; the first data packet moves B to RTS.
-    b.on_data();
+    b.handle_data();
     assert_eq!(b.channel(), ChannelState::Rts);
     a.suspend();
     assert_eq!(a.channel(), ChannelState::Suspended);
     a.resume();
     a.close(10);
     let n = a.poll_transmit(10, &mut buf).unwrap().unwrap();
-    b.on_msg(10, &CmMsg::parse(&buf[..n]).unwrap());
+    b.handle_msg(10, &CmMsg::parse(&buf[..n]).unwrap());
     assert_eq!(
         (b.state(), b.channel()),
         (CmState::Closed, ChannelState::Reset)
     );
     let n = b.poll_transmit(10, &mut buf).unwrap().unwrap();
-    a.on_msg(10, &CmMsg::parse(&buf[..n]).unwrap());
+    a.handle_msg(10, &CmMsg::parse(&buf[..n]).unwrap());
     assert_eq!(
         (a.state(), a.channel()),
         (CmState::Closed, ChannelState::Reset)
@@ -793,16 +793,16 @@ fn receiver_holds_in_order_packets_until_earlier_held_ones_are_drained() {
     let mut buf = RxBuf::new(128);
     let mut rx = RtpReceiver::new(rx_cfg(RxMode::Selective), buf.store()).unwrap();
     assert_eq!(
-        rx.on_data(0, &pkt(E + 1), b"b", 1, Cci::DEFAULT),
+        rx.handle_data(0, &pkt(E + 1), b"b", 1, Cci::DEFAULT),
         RxVerdict::Held
     );
     assert_eq!(
-        rx.on_data(0, &pkt(E), b"a", 1, Cci::DEFAULT),
+        rx.handle_data(0, &pkt(E), b"a", 1, Cci::DEFAULT),
         RxVerdict::Deliver
     );
     // Not drained yet: E+2 is in order but must not overtake E+1.
     assert_eq!(
-        rx.on_data(0, &pkt((E + 2) & 0xff_ffff), b"c", 1, Cci::DEFAULT),
+        rx.handle_data(0, &pkt((E + 2) & 0xff_ffff), b"c", 1, Cci::DEFAULT),
         RxVerdict::Held
     );
     let order: Vec<Vec<u8>> =

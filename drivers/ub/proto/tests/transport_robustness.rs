@@ -118,7 +118,7 @@ fn receivers_survive_random_psns_and_keep_delivering_in_order() {
                 h.ack_req = r.next() % 7 == 0;
                 let payload = psn.value().to_be_bytes();
                 let cci = Cci::from_u16(r.next() as u16);
-                let v = rx.on_data(t, &h, &payload, (r.next() % 5000) as u32, cci);
+                let v = rx.handle_data(t, &h, &payload, (r.next() % 5000) as u32, cci);
                 if v == ub_proto::transport::rx::RxVerdict::Deliver {
                     assert_eq!(psn, next_expected);
                     next_expected = next_expected.next();
@@ -128,7 +128,7 @@ fn receivers_survive_random_psns_and_keep_delivering_in_order() {
                     assert_eq!(p.payload, p.psn.value().to_be_bytes());
                     next_expected = next_expected.next();
                 }
-                while let Some(n) = rx.poll_response(t, &mut out).unwrap() {
+                while let Some(n) = rx.poll_transmit(t, &mut out).unwrap() {
                     assert!(n >= 16);
                 }
             }
@@ -211,8 +211,8 @@ fn senders_survive_random_responses() {
                     let sack_at = if h.opcode.has_cetph() { 24 } else { 16 };
                     b[sack_at] %= 5;
                 }
-                let _ = tx.on_response(now, &b);
-                tx.on_timer(now);
+                let _ = tx.handle_response(now, &b);
+                tx.handle_timeout(now);
                 while tx.poll_event().is_some() {}
                 assert!(tx.outstanding() <= 64);
             }

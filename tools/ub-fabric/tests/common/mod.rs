@@ -274,7 +274,7 @@ impl Driver {
                 let n = usize::from(desc.done_len);
                 let mut data = vec![0u8; n];
                 ctrl.memory_mut().read(desc.addr, &mut data).expect("buf");
-                d.link.receive(now, &data, &mut d.sink);
+                d.link.handle_receive(now, &data, &mut d.sink);
                 // Re-post the buffer at the tail.
                 let fresh = reg::Desc {
                     addr: desc.addr,
@@ -290,7 +290,7 @@ impl Driver {
             if posted > 0 {
                 ctrl.write32(d.reg(reg::P_RX_TAIL), d.rx_tail, now);
             }
-            if d.link.next_deadline().is_some_and(|t| t <= now) {
+            if d.link.poll_timeout().is_some_and(|t| t <= now) {
                 d.link.handle_timeout(now);
             }
             while let Some(ev) = d.link.poll_event() {
@@ -317,7 +317,7 @@ impl Driver {
             // TX: fill free descriptors with engine output.
             let mut rung = false;
             while reg::ring_next(d.tx_tail, RING) != d.tx_clean {
-                let n = d.link.transmit(now, &mut d.buf, &mut d.queues);
+                let n = d.link.poll_transmit(now, &mut d.buf, &mut d.queues);
                 if n == 0 {
                     break;
                 }

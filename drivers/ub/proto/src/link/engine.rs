@@ -7,7 +7,7 @@
 //! [`Link::phy_retrained`]), the time (`now`, nanoseconds) and the packets
 //! of a [`TxSource`]. Outputs: whole blocks to transmit
 //! ([`Link::transmit`]), deliveries to an [`RxSink`], [`Event`]s and a
-//! timer deadline ([`Link::next_deadline`]).
+//! timer deadline ([`Link::poll_timeout`]).
 
 use core::ops::DerefMut;
 
@@ -417,10 +417,10 @@ enum RxHdr {
 /// a.link_up(0);
 /// b.link_up(0);
 /// for now in 1..100 {
-///     let n = a.transmit(now, &mut wire, &mut src);
-///     b.receive(now, &wire[..n], &mut got_b);
-///     let n = b.transmit(now, &mut wire, &mut idle);
-///     a.receive(now, &wire[..n], &mut got_a);
+///     let n = a.poll_transmit(now, &mut wire, &mut src);
+///     b.handle_receive(now, &wire[..n], &mut got_b);
+///     let n = b.poll_transmit(now, &mut wire, &mut idle);
+///     a.handle_receive(now, &wire[..n], &mut got_a);
 /// }
 /// assert_eq!(a.state(), DllState::Normal);
 /// assert_eq!(got_b.0, b"hello, link");
@@ -665,7 +665,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
     }
 
     /// The next time [`Link::handle_timeout`] must be called.
-    pub fn next_deadline(&self) -> Option<u64> {
+    pub fn poll_timeout(&self) -> Option<u64> {
         let poke = self.poke_deadline();
         let partial = self.partial_block_deadline();
         [self.wait_deadline, self.credit_deadline, poke, partial]
@@ -960,7 +960,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
     // ----- Receive path ---------------------------------------------------
 
     /// Feeds received bytes (any chunking; flits may span calls).
-    pub fn receive(&mut self, now: u64, data: &[u8], sink: &mut impl RxSink) {
+    pub fn handle_receive(&mut self, now: u64, data: &[u8], sink: &mut impl RxSink) {
         self.now = now;
         let mut data = data;
         // Complete a partial flit first.
@@ -1496,7 +1496,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
     /// Writes whole blocks into `out` (never a partial block) and returns
     /// the bytes written; 0 when there is nothing to send (the PHY then
     /// sends idle). `out` should hold at least [`MIN_TX_BUFFER`] bytes.
-    pub fn transmit(&mut self, now: u64, out: &mut [u8], src: &mut impl TxSource) -> usize {
+    pub fn poll_transmit(&mut self, now: u64, out: &mut [u8], src: &mut impl TxSource) -> usize {
         self.now = now;
         let mut done = 0;
         while let Some(rest) = out.get_mut(done..) {

@@ -463,7 +463,7 @@ impl CmSession {
     }
 
     /// The responder saw the first data packet: a lost RTU is implied.
-    pub fn on_data(&mut self) {
+    pub fn handle_data(&mut self) {
         if self.state == CmState::RepSent {
             self.established();
         }
@@ -477,7 +477,7 @@ impl CmSession {
     }
 
     /// Processes a received CM message for this session.
-    pub fn on_msg(&mut self, now: u64, m: &CmMsg) {
+    pub fn handle_msg(&mut self, now: u64, m: &CmMsg) {
         if m.txn != self.txn {
             return;
         }
@@ -524,12 +524,12 @@ impl CmSession {
     }
 
     /// The retry deadline, if any.
-    pub const fn next_deadline(&self) -> Option<u64> {
+    pub const fn poll_timeout(&self) -> Option<u64> {
         self.deadline
     }
 
     /// Handles the retry timer at `now`.
-    pub fn on_timer(&mut self, now: u64) {
+    pub fn handle_timeout(&mut self, now: u64) {
         let Some(d) = self.deadline else { return };
         if now < d {
             return;

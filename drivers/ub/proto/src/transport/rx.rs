@@ -20,7 +20,7 @@
 //!
 //! Responses are coalesced: one is due after `ack_every` accepted packets,
 //! after `ack_delay_ns`, or at once when the packet has A set, is a
-//! duplicate, or a TPNAK/TPSACK is called for. [`RtpReceiver::poll_response`]
+//! duplicate, or a TPNAK/TPSACK is called for. [`RtpReceiver::poll_transmit`]
 //! encodes the response from the state at that moment.
 
 use super::super::net::cci::Cci;
@@ -301,7 +301,7 @@ impl<'a> RtpReceiver<'a> {
     /// Processes a data packet with header `h`, payload `payload`, CC size
     /// `units` (CC units of TP header + payload + ICRC) and network CCI
     /// `cci`, received at `now`.
-    pub fn on_data(
+    pub fn handle_data(
         &mut self,
         now: u64,
         h: &Rtph,
@@ -454,7 +454,7 @@ impl<'a> RtpReceiver<'a> {
     }
 
     /// When a coalesced response falls due, if one is pending.
-    pub fn next_deadline(&self) -> Option<u64> {
+    pub fn poll_timeout(&self) -> Option<u64> {
         if self.nak_pending || (self.resp_pending && self.resp_now) {
             Some(0)
         } else if self.resp_pending {
@@ -471,7 +471,7 @@ impl<'a> RtpReceiver<'a> {
 
     /// Writes the due response (RTPH, CETPH, SAETPH) into `out` and returns
     /// its length, or `None` if nothing is due at `now`.
-    pub fn poll_response(&mut self, now: u64, out: &mut [u8]) -> Result<Option<usize>, Error> {
+    pub fn poll_transmit(&mut self, now: u64, out: &mut [u8]) -> Result<Option<usize>, Error> {
         let due = self.resp_pending && (self.resp_now || now >= self.resp_deadline);
         if !self.nak_pending && !due {
             return Ok(None);

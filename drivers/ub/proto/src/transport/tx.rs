@@ -542,7 +542,7 @@ impl<'a> RtpSender<'a> {
 
     /// Processes a response (TPACK, TPNAK, TPSACK, with or without CETPH):
     /// `buf` starts at the RTPH.
-    pub fn on_response(&mut self, now: u64, buf: &[u8]) -> Result<(), Error> {
+    pub fn handle_response(&mut self, now: u64, buf: &[u8]) -> Result<(), Error> {
         let h = Rtph::parse(buf)?;
         if h.dst_tpn != self.cfg.local_tpn {
             return Err(Error::Invalid("DstTPN"));
@@ -647,7 +647,7 @@ impl<'a> RtpSender<'a> {
     }
 
     /// The RTO deadline, if armed.
-    pub const fn next_deadline(&self) -> Option<u64> {
+    pub const fn poll_timeout(&self) -> Option<u64> {
         if self.is_error() {
             None
         } else {
@@ -656,7 +656,7 @@ impl<'a> RtpSender<'a> {
     }
 
     /// Handles the RTO if it has expired at `now`.
-    pub fn on_timer(&mut self, now: u64) {
+    pub fn handle_timeout(&mut self, now: u64) {
         let Some(d) = self.rto_deadline else { return };
         if now < d || self.is_error() {
             return;
@@ -689,7 +689,7 @@ impl<'a> RtpSender<'a> {
     }
 
     /// The next event for the layer above. Call it until `None` after
-    /// every [`RtpSender::on_response`] and [`RtpSender::on_timer`]: the
+    /// every [`RtpSender::handle_response`] and [`RtpSender::handle_timeout`]: the
     /// slots of acknowledged packets are reused only once their events
     /// have been taken.
     pub fn poll_event(&mut self) -> Option<TxEvent> {
