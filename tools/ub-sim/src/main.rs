@@ -267,11 +267,12 @@ fn scenario(
     sc
 }
 
-fn sweep(first: u64, seeds: u64) -> Result<()> {
+/// Runs seeds `first..=last`.
+fn sweep(first: u64, last: u64) -> Result<()> {
     use ub_proto::transport::cc::{CcAlgorithm, CcConfig};
     use ub_proto::transport::hdr::{BitmapSize, CetphKind};
     let (mut runs, mut fails) = (0, 0);
-    for seed in first..first.saturating_add(seeds) {
+    for seed in first..=last {
         for (mode, fast, name) in COMBOS {
             for lb in [Lb::PerFlow, Lb::PerPacket] {
                 let pick = |n: u64, div: u64| ((seed / div) % n) as usize;
@@ -289,8 +290,11 @@ fn sweep(first: u64, seeds: u64) -> Result<()> {
                 sc.rto = RtoMode::Dynamic { base_us: 16, n: 1 };
                 sc.retry_limit = 40;
                 sc.initial_psn = (seed as u32).wrapping_mul(2_654_435_761) & 0xff_ffff;
-                sc.messages = (0..40)
-                    .map(|i| 1 + ((i * 7919 + seed as u32 * 31) % 50_000))
+                // Sizes 1..=50000, varied by seed; wrapping, since a seed
+                // can be any u64.
+                let salt = (seed as u32).wrapping_mul(31);
+                sc.messages = (0..40u32)
+                    .map(|i| 1 + ((i * 7919).wrapping_add(salt) % 50_000))
                     .collect();
                 // The dynamic RTO doubles per consecutive timeout: let it.
                 sc.max_time_ns = u64::MAX / 2;
@@ -358,16 +362,17 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Sweep { seeds, first } => {
-            if first.checked_add(seeds).is_none() {
+            // seed_count() made `seeds` at least 1.
+            let Some(last) = first.checked_add(seeds.saturating_sub(1)) else {
                 refuse(
                     "sweep",
                     format!(
-                        "seeds {first} + {seeds} run past the largest seed, {}",
+                        "{seeds} seeds from {first} run past the largest seed, {}",
                         u64::MAX
                     ),
                 );
-            }
-            sweep(first, seeds)?;
+            };
+            sweep(first, last)?;
         }
         Cmd::Run {
             mode,
