@@ -521,9 +521,9 @@ impl<'a> RtpSender<'a> {
         self.burst_sent = false;
     }
 
-    /// Whether `p` was retransmitted in the latest burst and may still
-    /// arrive: inside [LastFirstRtx, HighRtxPSN] and not yet overtaken by
-    /// an acknowledgement at or beyond MarkPSN.
+    /// Whether `p` lies in the latest burst, [LastFirstRtx, HighRtxPSN]:
+    /// a hole there is a retransmission that may still arrive until an
+    /// acknowledgement at or beyond MarkPSN says otherwise.
     fn in_latest_burst(&self, p: Psn) -> bool {
         match (self.last_first_rtx, self.high_rtx) {
             (Some(first), Some(high)) => !p.before(first) && !p.after(high),
