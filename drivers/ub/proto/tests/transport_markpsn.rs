@@ -198,6 +198,10 @@ fn selective_recovers_a_lost_retransmission_without_the_rto() {
     // first retransmission must have made the round trip.
     assert!(s[2].t - s[1].t >= 2 * DELAY_NS, "{s:?}");
     assert!(s[2].t - s[0].t < RTO_NS / 10, "{s:?}");
+    eprintln!(
+        "packet 10 sent at {} ns, retransmitted at {} ns (lost), recovered at {} ns; RTO {} ns",
+        s[0].t, s[1].t, s[2].t, RTO_NS
+    );
 }
 
 /// Two packets of one burst (10 and 12) lose their retransmissions: both
