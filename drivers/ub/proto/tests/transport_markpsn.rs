@@ -340,7 +340,8 @@ fn losses_found_before_markpsn_wait_for_the_retransmission_phase() {
 
 /// HighRtxPSN stops duplicates: TPSACKs written before a retransmission
 /// arrived keep reporting its hole, in the retransmission phase and after
-/// it, and the sender does not resend it until MarkPSN is acknowledged.
+/// it, and the sender does not resend it until MarkPSN is acknowledged. A
+/// first loss found in the middle of a burst (above HighRtxPSN) joins it.
 #[test]
 fn a_retransmission_in_flight_is_not_sent_again() {
     let mut slots = vec![TxSlot::default(); 64];
@@ -350,21 +351,26 @@ fn a_retransmission_in_flight_is_not_sent_again() {
     tx.handle_response(1000, &sack(p(2), p(9), all_but(&[3, 6])))
         .unwrap();
     assert_eq!(next!(tx, 1000), Some((p(3), true)));
-    // Mid-burst, an older view: 3 is not queued again.
-    tx.handle_response(1100, &sack(p(2), p(12), all_but(&[3, 6])))
+    // Mid-burst, an older view: 3 is not queued again; 15 is a first loss.
+    tx.handle_response(1100, &sack(p(2), p(16), all_but(&[3, 6, 15])))
         .unwrap();
     assert_eq!(next!(tx, 1100), Some((p(6), true)));
+    assert_eq!(next!(tx, 1100), Some((p(15), true)));
+    assert_eq!(tx.phase(), TxPhase::NewPackets);
+    assert_eq!(tx.last_first_rtx(), Some(p(3)));
+    assert_eq!(tx.high_rtx_psn(), Some(p(15)));
     send_new!(tx, 1100, 20, 21);
-    // After the burst, before MarkPSN (20): neither is resent.
-    tx.handle_response(1200, &sack(p(2), p(19), all_but(&[3, 6])))
+    // After the burst, before MarkPSN (20): none is resent.
+    tx.handle_response(1200, &sack(p(2), p(19), all_but(&[3, 6, 15])))
         .unwrap();
     send_new!(tx, 1200, 21, 22);
-    assert_eq!(tx.stats().retransmitted, 2);
+    assert_eq!(tx.stats().retransmitted, 3);
     // The retransmissions arrive: nothing more to resend.
     tx.handle_response(1300, &tpack(p(21))).unwrap();
     assert_eq!(tx.outstanding(), 0);
     assert_eq!(next!(tx, 1300), None);
-    assert_eq!(tx.stats().retransmitted, 2);
+    assert_eq!(tx.stats().retransmitted, 3);
+    assert_eq!(tx.stats().markpsn_queued, 0);
 }
 
 /// The retransmission phase ends when its queue empties, also when a
@@ -440,4 +446,31 @@ fn burst_bounds_are_dropped_once_acknowledged_and_never_go_stale() {
     assert_eq!(tx.high_rtx_psn(), Some(p(base + 3)));
     assert_eq!(tx.last_first_rtx(), Some(p(base + 3)));
     assert_eq!(tx.stats().timeouts, 0);
+}
+
+/// An RNR TPNAK names the PSN the receiver could not take: it is resent
+/// when the hold ends, without waiting for MarkPSN, even while the latest
+/// burst (which retransmitted that very PSN) is unconfirmed.
+#[test]
+fn an_rnr_resends_at_once_after_its_hold() {
+    let mut slots = vec![TxSlot::default(); 64];
+    let mut tx =
+        RtpSender::new(tx_cfg(RetransmitMode::Selective, true, 64), &mut slots[..]).unwrap();
+    send_new!(tx, 0, 0, 20);
+    tx.handle_response(1000, &sack(p(2), p(5), all_but(&[3])))
+        .unwrap();
+    assert_eq!(next!(tx, 1000), Some((p(3), true)));
+    assert!(!tx.mark_psn_reached());
+    let mut b = vec![0u8; 16];
+    let mut h = Rtph::data(2, 1, p(3), 0, false);
+    h.opcode = TpOpcode::Ack;
+    h.rspst = Rspst::Rnr(0); // hold 2 µs
+    h.write(&mut b).unwrap();
+    tx.handle_response(1100, &b).unwrap();
+    assert_eq!(tx.una(), p(3));
+    assert_eq!(tx.phase(), TxPhase::Retransmit);
+    assert_eq!(next!(tx, 1200), None, "held");
+    assert_eq!(next!(tx, 3100), Some((p(3), true)));
+    assert_eq!(tx.phase(), TxPhase::NewPackets);
+    assert_eq!(tx.mark_psn(), p(20));
 }
