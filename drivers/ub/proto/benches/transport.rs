@@ -9,6 +9,13 @@
 //! check, reassembly, response write/parse, acknowledgement and completion.
 //! "full" adds the IPv4-format network header (write and parse) and the
 //! ICRC over the whole 4 KiB packet on both sides, which dominates.
+//!
+//! "selective RTO burst" measures the cost per retransmission when an RTO
+//! queues every outstanding packet (1024, 8192, 65536 of them), for this
+//! sender and for the one before the retransmission cursor
+//! (`reference/tx_before.rs`), which rescanned from the oldest
+//! unacknowledged PSN for each retransmission. Run only that part with
+//! `cargo bench -p ub-proto --bench transport -- rto`.
 
 #![allow(
     clippy::unwrap_used,
@@ -32,6 +39,9 @@ use ub_proto::transport::tx::{RtpSender, TxConfig, TxSlot};
 use ub_proto::transport::{RetransmitMode, RtoMode, StaticRto};
 
 const MTU: u32 = 4096;
+
+#[path = "reference/tx_before.rs"]
+mod tx_before;
 
 /// Nanoseconds this thread has spent on a CPU (Linux schedstat), so that
 /// the figure is per core even when other work shares the machine.
@@ -159,7 +169,114 @@ fn show(label: &str, r: &Rate) {
     );
 }
 
+/// One selective RTO burst over `outstanding` packets: wall nanoseconds per
+/// retransmission, for the sender built by `$new` (the current one or the
+/// reference), minimum over `reps` runs (the minimum drops the runs other
+/// work on the machine interrupted; schedstat is too coarse for bursts of
+/// microseconds).
+macro_rules! rto_burst {
+    ($tx:ident, $new:expr, $slot:expr, $outstanding:expr, $reps:expr) => {{
+        let n: u32 = $outstanding;
+        let mut best = f64::INFINITY;
+        for _ in 0..$reps {
+            let mut slots = vec![$slot; n as usize];
+            let mut $tx = $new(&mut slots[..]);
+            $tx.post(1, n * 64).unwrap();
+            let mut out = [0u8; 64];
+            let mut sent = 0;
+            while $tx.poll_transmit(0, &mut out).unwrap().is_some() {
+                sent += 1;
+            }
+            assert_eq!(sent, n);
+            let rto = $tx.poll_timeout().unwrap();
+            $tx.handle_timeout(rto);
+            let start = Instant::now();
+            let mut resent = 0;
+            while let Some(p) = $tx.poll_transmit(rto, &mut out).unwrap() {
+                black_box(p);
+                resent += 1;
+            }
+            let ns = start.elapsed().as_nanos() as f64;
+            assert_eq!(resent, n);
+            best = best.min(ns / f64::from(n));
+        }
+        best
+    }};
+}
+
+fn burst_cfg(window: u32) -> TxConfig {
+    TxConfig {
+        mode: RetransmitMode::Selective,
+        fast_retransmit: true,
+        rto: RtoMode::Static(StaticRto::Us512),
+        retry_limit: 7,
+        max_window: window,
+        mtu: 64,
+        local_tpn: 1,
+        peer_tpn: 2,
+        initial_psn: Psn::new(0xff_0000),
+        overhead: 20,
+        cc: CcConfig::NONE,
+        cetph: None,
+    }
+}
+
+fn rto_bursts() {
+    println!("selective RTO burst: cost per retransmission (min of runs)");
+    let mut first: Option<(f64, f64)> = None;
+    for n in [1024u32, 8192, 65536] {
+        let after = rto_burst!(
+            tx,
+            |s| RtpSender::new(burst_cfg(n), s).unwrap(),
+            TxSlot::default(),
+            n,
+            20
+        );
+        let c = burst_cfg(n);
+        let before = rto_burst!(
+            tx,
+            |s| tx_before::RtpSender::new(
+                tx_before::TxConfig {
+                    mode: c.mode,
+                    fast_retransmit: c.fast_retransmit,
+                    rto: c.rto,
+                    retry_limit: c.retry_limit,
+                    max_window: c.max_window,
+                    mtu: c.mtu,
+                    local_tpn: c.local_tpn,
+                    peer_tpn: c.peer_tpn,
+                    initial_psn: c.initial_psn,
+                    overhead: c.overhead,
+                    cc: c.cc,
+                    cetph: c.cetph,
+                },
+                s
+            )
+            .unwrap(),
+            tx_before::TxSlot::default(),
+            n,
+            match n {
+                1024 => 10,
+                8192 => 3,
+                _ => 1,
+            }
+        );
+        let (b0, a0) = *first.get_or_insert((before, after));
+        println!(
+            "  {n:>6} outstanding: before {before:>9.1} ns ({:>5.1}x the 1024 figure), \
+             after {after:>6.1} ns ({:>4.1}x); before/after {:>7.1}x",
+            before / b0,
+            after / a0,
+            before / after
+        );
+    }
+}
+
 fn main() {
+    rto_bursts();
+    if std::env::args().any(|a| a == "rto") {
+        return;
+    }
     let n = 2_000_000;
     println!("RTP sender + receiver, 4 KiB messages, MTU 4 KiB, no loss, one core");
     for (mode, fast, name) in [

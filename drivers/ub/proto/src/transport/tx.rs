@@ -9,17 +9,26 @@
 //! - Go-Back-N: on a TPNAK (fast retransmission) from the NAK PSN through
 //!   everything sent; on RTO from the oldest unacknowledged PSN.
 //! - Selective: a TPSACK marks received packets; with fast retransmission
-//!   the holes in (PSN, min(MaxRcvPSN, PSN + BitMapSize − 1)] are queued.
-//!   A hole never retransmitted is a first loss and is queued at once; a
-//!   hole already retransmitted (PSN ≤ HighRtxPSN) is queued again only
-//!   when the TPSACK shows that a packet first sent after that
-//!   retransmission arrived (MaxRcvPSN ≥ MarkPSN of that burst): the
-//!   MarkPSN / LastFirstRtx rule, tracked per slot so that bursts of
-//!   different ages do not mix. Queued losses go before new packets
-//!   (retransmission phase); when the queue is empty the sender returns to
-//!   the new-packet phase and MarkPSN becomes the next new PSN. Without
-//!   fast retransmission a TPSACK only updates state and the RTO resends
-//!   the holes.
+//!   the holes in (PSN, min(MaxRcvPSN, PSN + BitMapSize − 1)] are judged
+//!   by the MarkPSN two-phase operation (§6.4.2.3.1), on three
+//!   channel-wide values:
+//!   - The sender alternates between a new-packet phase (only new packets
+//!     leave; detected losses are queued) and a retransmission phase (only
+//!     queued losses leave, in PSN order). It enters the retransmission
+//!     phase when losses are queued and an acknowledgement at or beyond
+//!     MarkPSN has arrived (or on RTO / RNR), and leaves it when the queue
+//!     is empty, however it emptied; MarkPSN then becomes the next new PSN.
+//!   - LastFirstRtx and HighRtxPSN bound the latest burst: every packet
+//!     retransmitted since the phase last switched lies in
+//!     [LastFirstRtx, HighRtxPSN]. A hole outside it is a first loss (or a
+//!     retransmission already proven lost) and is queued at once.
+//!   - A hole inside it is a retransmission that may still be on its way:
+//!     HighRtxPSN stops it being sent again until an acknowledgement at or
+//!     beyond MarkPSN shows that a packet sent after the burst has
+//!     arrived; from then on it is a second loss and is queued again.
+//!
+//!   Without fast retransmission a TPSACK only updates state and the RTO
+//!   resends the holes.
 //!
 //! Payload bytes are not copied: each slot records the message token and
 //! offset, and [`RtpSender::poll_transmit`] tells the caller which bytes
@@ -80,8 +89,6 @@ pub struct TxSlot {
     last: bool,
     sacked: bool,
     queued: bool,
-    retx: u8,
-    nxt_at_tx: Psn,
 }
 
 /// A packet to send: the header is already in the output buffer; append
@@ -170,6 +177,10 @@ pub struct TxStats {
     pub timeouts: u64,
     /// Fast retransmissions queued by TPNAK / TPSACK.
     pub fast_queued: u64,
+    /// Of these, retransmitted packets queued again because an
+    /// acknowledgement at or beyond MarkPSN showed the retransmission lost
+    /// (second losses).
+    pub markpsn_queued: u64,
     /// Largest number of unacknowledged packets observed.
     pub max_outstanding: u32,
 }
@@ -194,10 +205,22 @@ pub struct RtpSender<'a> {
     cur: Option<CurMsg>,
     next_tpmsn: u32,
     gbn_rtx: Option<Psn>,
+    /// Queued selective retransmissions.
     rtx_pending: u32,
+    /// No PSN in [una, rtx_cursor) is queued: the retransmission phase
+    /// scans forward from here, so a burst costs O(1) per packet.
+    rtx_cursor: Psn,
+    /// HighRtxPSN: highest PSN retransmitted in the latest burst (None once
+    /// that burst is acknowledged or a new one starts afresh).
     high_rtx: Option<Psn>,
+    /// MarkPSN: the first new PSN sent after the latest burst.
     mark_psn: Psn,
+    /// An acknowledgement at or beyond MarkPSN has arrived.
+    mark_reached: bool,
+    /// LastFirstRtx: first (lowest) PSN retransmitted in the latest burst.
     last_first_rtx: Option<Psn>,
+    /// Something was retransmitted since the retransmission phase began.
+    burst_sent: bool,
     phase: TxPhase,
     rto_deadline: Option<u64>,
     timeouts: u32,
@@ -231,9 +254,12 @@ impl<'a> RtpSender<'a> {
             next_tpmsn: 0,
             gbn_rtx: None,
             rtx_pending: 0,
+            rtx_cursor: cfg.initial_psn,
             high_rtx: None,
             mark_psn: cfg.initial_psn,
+            mark_reached: false,
             last_first_rtx: None,
+            burst_sent: false,
             phase: TxPhase::NewPackets,
             rto_deadline: None,
             timeouts: 0,
@@ -267,7 +293,8 @@ impl<'a> RtpSender<'a> {
         self.nxt
     }
 
-    /// Highest PSN retransmitted so far (HighRtxPSN).
+    /// HighRtxPSN: highest PSN retransmitted in the latest burst, while
+    /// some of that burst is unacknowledged.
     pub const fn high_rtx_psn(&self) -> Option<Psn> {
         self.high_rtx
     }
@@ -277,7 +304,14 @@ impl<'a> RtpSender<'a> {
         self.mark_psn
     }
 
-    /// LastFirstRtx: first PSN of the latest retransmission burst.
+    /// Whether an acknowledgement at or beyond MarkPSN has arrived since
+    /// the last retransmission phase ended.
+    pub const fn mark_psn_reached(&self) -> bool {
+        self.mark_reached
+    }
+
+    /// LastFirstRtx: first PSN of the latest retransmission burst, while
+    /// some of that burst is unacknowledged.
     pub const fn last_first_rtx(&self) -> Option<Psn> {
         self.last_first_rtx
     }
@@ -371,36 +405,28 @@ impl<'a> RtpSender<'a> {
             }
             self.gbn_rtx = None;
         }
-        // Selective retransmission phase.
-        if self.rtx_pending > 0 {
-            let mut p = self.una;
-            while p.before(self.nxt) {
+        // Selective retransmission phase: only queued losses leave.
+        if self.phase == TxPhase::Retransmit {
+            if let Some(p) = self.next_queued() {
                 let s = self.slot(p);
-                if s.queued {
-                    if !self.cc.can_send(self.wire_size(s.len)) {
-                        return Ok(None);
-                    }
-                    if self.phase == TxPhase::NewPackets {
-                        self.phase = TxPhase::Retransmit;
-                        self.last_first_rtx = Some(p);
-                    }
-                    if let Some(sm) = self.slot_mut(p) {
-                        sm.queued = false;
-                    }
-                    self.rtx_pending = self.rtx_pending.saturating_sub(1);
-                    let pkt = self.emit(now, p, true, out)?;
-                    if self.rtx_pending == 0 {
-                        self.end_rtx_phase();
-                    }
-                    return Ok(Some(pkt));
+                if !self.cc.can_send(self.wire_size(s.len)) {
+                    return Ok(None);
                 }
-                p = p.next();
+                if let Some(sm) = self.slot_mut(p) {
+                    sm.queued = false;
+                }
+                self.rtx_pending = self.rtx_pending.saturating_sub(1);
+                self.rtx_cursor = p.next();
+                let pkt = self.emit(now, p, true, out)?;
+                self.settle_phase();
+                return Ok(Some(pkt));
             }
-            // Nothing queued after all (acknowledged meanwhile).
+            // Nothing queued after all: the count was stale.
             self.rtx_pending = 0;
-            self.end_rtx_phase();
+            self.settle_phase();
         }
-        // New packet.
+        // New packet (losses queued in the new-packet phase wait for an
+        // acknowledgement at or beyond MarkPSN).
         let Some(cur) = self.cur else { return Ok(None) };
         let outstanding = self.nxt.distance_from(self.una);
         let used = self.nxt.distance_from(self.free);
@@ -423,8 +449,6 @@ impl<'a> RtpSender<'a> {
                 last,
                 sacked: false,
                 queued: false,
-                retx: 0,
-                nxt_at_tx: psn,
             };
         }
         self.cur = if last {
@@ -444,26 +468,88 @@ impl<'a> RtpSender<'a> {
         self.emit(now, psn, false, out).map(Some)
     }
 
-    fn end_rtx_phase(&mut self) {
-        if self.phase == TxPhase::Retransmit {
-            self.phase = TxPhase::NewPackets;
+    /// The first queued PSN at or after the cursor (which it moves there),
+    /// or `None` when nothing is queued.
+    fn next_queued(&mut self) -> Option<Psn> {
+        let mut p = if self.rtx_cursor.before(self.una) {
+            self.una
+        } else {
+            self.rtx_cursor
+        };
+        while p.before(self.nxt) {
+            if self.slot(p).queued {
+                self.rtx_cursor = p;
+                return Some(p);
+            }
+            p = p.next();
         }
-        self.mark_psn = self.nxt;
+        self.rtx_cursor = self.nxt;
+        None
+    }
+
+    /// Switches phase after anything that changed the queue or MarkPSN:
+    /// new-packet → retransmission once losses are queued and an
+    /// acknowledgement at or beyond MarkPSN has arrived; retransmission →
+    /// new-packet as soon as the queue is empty (resent or acknowledged).
+    fn settle_phase(&mut self) {
+        match self.phase {
+            TxPhase::NewPackets if self.rtx_pending > 0 && self.mark_reached => {
+                self.start_burst();
+            }
+            TxPhase::Retransmit if self.rtx_pending == 0 => {
+                self.phase = TxPhase::NewPackets;
+                if self.burst_sent {
+                    // Packets from here on are sent after the burst.
+                    self.mark_psn = self.nxt;
+                    self.mark_reached = false;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Enters the retransmission phase. Once MarkPSN has been reached every
+    /// earlier retransmission is settled (arrived, or known lost and
+    /// queued), so the burst bounds start afresh; otherwise (RNR) they
+    /// widen, keeping the unsettled retransmissions inside.
+    fn start_burst(&mut self) {
+        if self.mark_reached {
+            self.last_first_rtx = None;
+            self.high_rtx = None;
+        }
+        self.phase = TxPhase::Retransmit;
+        self.burst_sent = false;
+    }
+
+    /// Whether `p` lies in the latest burst, [LastFirstRtx, HighRtxPSN]:
+    /// a hole there is a retransmission that may still arrive until an
+    /// acknowledgement at or beyond MarkPSN says otherwise.
+    fn in_latest_burst(&self, p: Psn) -> bool {
+        match (self.last_first_rtx, self.high_rtx) {
+            (Some(first), Some(high)) => !p.before(first) && !p.after(high),
+            _ => false,
+        }
+    }
+
+    /// Notes that the peer has received `p` (a cumulative or selective
+    /// acknowledgement): at or beyond MarkPSN proves the latest burst
+    /// arrived or lost. Only PSNs actually sent count.
+    fn note_received(&mut self, p: Psn) {
+        if !p.before(self.mark_psn) && p.before(self.nxt) {
+            self.mark_reached = true;
+        }
     }
 
     fn emit(&mut self, now: u64, psn: Psn, rtx: bool, out: &mut [u8]) -> Result<TxPacket, Error> {
-        let nxt = self.nxt;
-        let s = {
-            let s = self.slot_mut(psn).ok_or(Error::NoSpace)?;
-            s.nxt_at_tx = if rtx { nxt } else { psn.next() };
-            if rtx {
-                s.retx = s.retx.saturating_add(1);
-            }
-            *s
-        };
+        let s = self.slot_mut(psn).copied().ok_or(Error::NoSpace)?;
         if rtx {
             self.stats.retransmitted = self.stats.retransmitted.saturating_add(1);
+            self.burst_sent = true;
             self.high_rtx = Some(self.high_rtx.map_or(psn, |h| h.max(psn)));
+            self.last_first_rtx = Some(match self.last_first_rtx {
+                Some(f) if f.before(psn) => f,
+                _ => psn,
+            });
             if self.rto_deadline.is_none() {
                 self.arm_rto(now);
             }
@@ -508,6 +594,18 @@ impl<'a> RtpSender<'a> {
             p = p.next();
         }
         self.una = new_una;
+        if self.rtx_cursor.before(new_una) {
+            self.rtx_cursor = new_una;
+        }
+        // The latest burst's bounds only matter while some of it is
+        // unacknowledged; dropping them then keeps them from going stale
+        // (a PSN compared 8M later reads as the wrong side).
+        if self.high_rtx.is_some_and(|h| h.before(new_una)) {
+            self.high_rtx = None;
+            self.last_first_rtx = None;
+        } else if self.last_first_rtx.is_some_and(|f| f.before(new_una)) {
+            self.last_first_rtx = Some(new_una);
+        }
         if let Some(g) = self.gbn_rtx {
             if g.before(self.una) {
                 self.gbn_rtx = if self.una == self.nxt {
@@ -526,18 +624,24 @@ impl<'a> RtpSender<'a> {
         true
     }
 
-    fn queue(&mut self, p: Psn) {
+    /// Queues `p` for selective retransmission; returns whether it was
+    /// newly queued.
+    fn queue(&mut self, p: Psn) -> bool {
         let size = self.wire_size(self.slot(p).len);
         if let Some(s) = self.slot_mut(p) {
             if s.queued || s.sacked {
-                return;
+                return false;
             }
             s.queued = true;
         } else {
-            return;
+            return false;
+        }
+        if p.before(self.rtx_cursor) {
+            self.rtx_cursor = p;
         }
         self.rtx_pending = self.rtx_pending.saturating_add(1);
         self.cc.on_requeue(size);
+        true
     }
 
     /// Processes a response (TPACK, TPNAK, TPSACK, with or without CETPH):
@@ -572,6 +676,10 @@ impl<'a> RtpSender<'a> {
         }
         match h.rspst {
             Rspst::Ack | Rspst::TaResponse(_) => {
+                self.note_received(h.psn);
+                if let Some(s) = &sack {
+                    self.note_received(s.max_rcv_psn);
+                }
                 self.ack_through(now, h.psn);
                 self.cc.on_ack(cetph);
                 if let Some(s) = sack {
@@ -579,6 +687,7 @@ impl<'a> RtpSender<'a> {
                 }
             }
             Rspst::CompleterError(info) if info == super::hdr::RSPINFO_PSN_ERROR => {
+                self.note_received(h.psn.sub(1));
                 self.ack_through(now, h.psn.sub(1));
                 self.cc.on_ack(cetph);
                 if self.cfg.mode == RetransmitMode::GoBackN
@@ -593,12 +702,20 @@ impl<'a> RtpSender<'a> {
                 }
             }
             Rspst::Rnr(t) | Rspst::PageFault(t) => {
+                self.note_received(h.psn.sub(1));
                 self.ack_through(now, h.psn.sub(1));
                 self.hold_until = now.saturating_add(2000u64 << t);
                 if h.psn == self.una && self.una != self.nxt {
                     match self.cfg.mode {
                         RetransmitMode::GoBackN => self.gbn_rtx = Some(h.psn),
-                        RetransmitMode::Selective => self.queue(h.psn),
+                        RetransmitMode::Selective => {
+                            // The peer asks for it: resend without waiting
+                            // for MarkPSN.
+                            self.queue(h.psn);
+                            if self.phase == TxPhase::NewPackets {
+                                self.start_burst();
+                            }
+                        }
                     }
                 }
             }
@@ -607,6 +724,7 @@ impl<'a> RtpSender<'a> {
                 self.rto_deadline = None;
             }
         }
+        self.settle_phase();
         Ok(())
     }
 
@@ -634,13 +752,16 @@ impl<'a> RtpSender<'a> {
                     }
                 }
             } else if fast && !slot.queued {
-                // First loss, or a retransmission overtaken by a packet sent
-                // after it (MaxRcvPSN reached that burst's MarkPSN).
-                let first_loss = slot.retx == 0;
-                let rtx_lost = slot.retx > 0 && !s.max_rcv_psn.before(slot.nxt_at_tx);
-                if first_loss || rtx_lost {
-                    self.queue(p);
+                // Outside the latest burst: a first loss (or one already
+                // proven lost). Inside it: a retransmission that may still
+                // arrive, lost only once MarkPSN has been reached.
+                let second_loss = self.in_latest_burst(p);
+                let proven = self.phase == TxPhase::NewPackets && self.mark_reached;
+                if (!second_loss || proven) && self.queue(p) {
                     self.stats.fast_queued = self.stats.fast_queued.saturating_add(1);
+                    if second_loss {
+                        self.stats.markpsn_queued = self.stats.markpsn_queued.saturating_add(1);
+                    }
                 }
             }
         }
@@ -681,8 +802,14 @@ impl<'a> RtpSender<'a> {
                     self.queue(p);
                     p = p.next();
                 }
-                // The timeout restarts the retransmission bookkeeping.
+                // The timeout restarts the retransmission bookkeeping:
+                // everything unacknowledged is resent in one fresh burst.
                 self.cc.on_timeout();
+                self.mark_reached = true;
+                if self.phase == TxPhase::NewPackets {
+                    self.start_burst();
+                }
+                self.settle_phase();
             }
         }
         self.arm_rto(now);

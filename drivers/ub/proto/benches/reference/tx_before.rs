@@ -1,0 +1,692 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The RTP sender as it was before the MarkPSN rework (commit 5c8f712,
+//! `src/transport/tx.rs`), kept only as the "before" of the selective RTO
+//! burst benchmark in `transport.rs`: its `poll_transmit` scanned from the
+//! oldest unacknowledged PSN for every retransmission. Only the `use`
+//! lines differ from the original. Not built into the crate.
+
+#![allow(
+    dead_code,
+    unreachable_pub,
+    reason = "a frozen copy: only the RTO burst path is benchmarked"
+)]
+
+use ub_proto::net::cci::Cci;
+use ub_proto::net::Error;
+use ub_proto::transport::cc::{CcConfig, CcState};
+use ub_proto::transport::hdr::{
+    padding_for, Cetph, CetphKind, Rspst, Rtph, Saetph, TpOpcode, RTPH_LEN,
+};
+use ub_proto::transport::psn::{Psn, MAX_SEND_WINDOW};
+use ub_proto::transport::{RetransmitMode, RtoMode};
+
+/// Sender configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxConfig {
+    /// Go-Back-N or selective.
+    pub mode: RetransmitMode,
+    /// Fast retransmission on TPNAK / TPSACK.
+    pub fast_retransmit: bool,
+    /// RTO policy.
+    pub rto: RtoMode,
+    /// Consecutive timeouts tolerated; one more puts the channel in error.
+    pub retry_limit: u8,
+    /// Largest number of unacknowledged packets (≤ 8M − 1 and ≤ slots).
+    pub max_window: u32,
+    /// Payload bytes per packet.
+    pub mtu: u32,
+    /// Our TPN.
+    pub local_tpn: u32,
+    /// The peer's TPN.
+    pub peer_tpn: u32,
+    /// First PSN to send.
+    pub initial_psn: Psn,
+    /// Bytes counted per packet for CC besides the payload (TP header and
+    /// ICRC, plus any TA header the caller counts).
+    pub overhead: u32,
+    /// Congestion control.
+    pub cc: CcConfig,
+    /// CETPH layout of responses when CC is on.
+    pub cetph: Option<CetphKind>,
+}
+
+/// Per-PSN state of an unacknowledged packet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxSlot {
+    token: u64,
+    offset: u32,
+    len: u32,
+    tpmsn: u32,
+    last: bool,
+    sacked: bool,
+    queued: bool,
+    retx: u8,
+    nxt_at_tx: Psn,
+}
+
+/// A packet to send: the header is already in the output buffer; append
+/// `len` payload bytes of message `token` from `offset`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxPacket {
+    /// PSN.
+    pub psn: Psn,
+    /// TPMSN.
+    pub tpmsn: u32,
+    /// Message token given to [`RtpSender::post`].
+    pub token: u64,
+    /// Offset of the payload in the message.
+    pub offset: u32,
+    /// Payload length.
+    pub len: u32,
+    /// Last packet of the message.
+    pub last: bool,
+    /// This is a retransmission.
+    pub retransmission: bool,
+    /// Bytes of header written.
+    pub hdr_len: usize,
+    /// Zero bytes to append after the payload (RTPH.Padding).
+    pub padding: u8,
+    /// CCI for the network header.
+    pub cci: Cci,
+}
+
+/// Something the layer above must know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxEvent {
+    /// Every packet of the message was acknowledged.
+    MessageAcked {
+        /// Token given to [`RtpSender::post`].
+        token: u64,
+        /// Its TPMSN.
+        tpmsn: u32,
+    },
+    /// The retry limit was exceeded (or the peer reported an unrecoverable
+    /// error); the channel is in the error state.
+    ChannelError,
+}
+
+/// Why a message cannot be posted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PostError {
+    /// A message is still being segmented.
+    Busy,
+    /// Zero-length message (RTP packets carry at least one byte).
+    Empty,
+    /// The channel is in the error state.
+    ChannelError,
+}
+
+/// Why a sender cannot be built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxSetupError {
+    /// Window larger than 8M − 1 or than the slots, or zero.
+    Window,
+    /// Slot count not a power of two.
+    Slots,
+    /// MTU zero or RTO parameters out of range.
+    Param,
+}
+
+/// Phase of the sender (the MarkPSN two-phase operation, plus the error
+/// state).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxPhase {
+    /// Sending new packets; detected losses are queued.
+    NewPackets,
+    /// Sending queued retransmissions only.
+    Retransmit,
+    /// Retry limit exceeded or unrecoverable peer error: nothing is sent.
+    Error,
+}
+
+/// Sender counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxStats {
+    /// New packets sent.
+    pub sent: u64,
+    /// Retransmissions.
+    pub retransmitted: u64,
+    /// RTO expiries.
+    pub timeouts: u64,
+    /// Fast retransmissions queued by TPNAK / TPSACK.
+    pub fast_queued: u64,
+    /// Largest number of unacknowledged packets observed.
+    pub max_outstanding: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct CurMsg {
+    token: u64,
+    len: u32,
+    offset: u32,
+    tpmsn: u32,
+}
+
+/// The sending half of an RTP channel.
+#[derive(Debug)]
+pub struct RtpSender<'a> {
+    cfg: TxConfig,
+    slots: &'a mut [TxSlot],
+    mask: u32,
+    una: Psn,
+    nxt: Psn,
+    free: Psn,
+    cur: Option<CurMsg>,
+    next_tpmsn: u32,
+    gbn_rtx: Option<Psn>,
+    rtx_pending: u32,
+    high_rtx: Option<Psn>,
+    mark_psn: Psn,
+    last_first_rtx: Option<Psn>,
+    phase: TxPhase,
+    rto_deadline: Option<u64>,
+    timeouts: u32,
+    hold_until: u64,
+    error_reported: bool,
+    cc: CcState,
+    stats: TxStats,
+}
+
+impl<'a> RtpSender<'a> {
+    /// A sender over `slots` (a power of two, at least `max_window`).
+    pub fn new(cfg: TxConfig, slots: &'a mut [TxSlot]) -> Result<Self, TxSetupError> {
+        let n = u32::try_from(slots.len()).map_err(|_| TxSetupError::Slots)?;
+        if !n.is_power_of_two() {
+            return Err(TxSetupError::Slots);
+        }
+        if cfg.max_window == 0 || cfg.max_window > MAX_SEND_WINDOW || cfg.max_window > n {
+            return Err(TxSetupError::Window);
+        }
+        if cfg.mtu == 0 || !cfg.rto.is_valid() {
+            return Err(TxSetupError::Param);
+        }
+        Ok(Self {
+            cfg,
+            slots,
+            mask: n.wrapping_sub(1),
+            una: cfg.initial_psn,
+            nxt: cfg.initial_psn,
+            free: cfg.initial_psn,
+            cur: None,
+            next_tpmsn: 0,
+            gbn_rtx: None,
+            rtx_pending: 0,
+            high_rtx: None,
+            mark_psn: cfg.initial_psn,
+            last_first_rtx: None,
+            phase: TxPhase::NewPackets,
+            rto_deadline: None,
+            timeouts: 0,
+            hold_until: 0,
+            error_reported: false,
+            cc: CcState::new(cfg.cc),
+            stats: TxStats::default(),
+        })
+    }
+
+    fn idx(&self, psn: Psn) -> usize {
+        usize::try_from(psn.value() & self.mask).unwrap_or(0)
+    }
+
+    fn slot(&self, psn: Psn) -> TxSlot {
+        self.slots.get(self.idx(psn)).copied().unwrap_or_default()
+    }
+
+    fn slot_mut(&mut self, psn: Psn) -> Option<&mut TxSlot> {
+        let i = self.idx(psn);
+        self.slots.get_mut(i)
+    }
+
+    /// Oldest unacknowledged PSN.
+    pub const fn una(&self) -> Psn {
+        self.una
+    }
+
+    /// Next new PSN.
+    pub const fn next_psn(&self) -> Psn {
+        self.nxt
+    }
+
+    /// Highest PSN retransmitted so far (HighRtxPSN).
+    pub const fn high_rtx_psn(&self) -> Option<Psn> {
+        self.high_rtx
+    }
+
+    /// MarkPSN: first new PSN sent after the last retransmission phase.
+    pub const fn mark_psn(&self) -> Psn {
+        self.mark_psn
+    }
+
+    /// LastFirstRtx: first PSN of the latest retransmission burst.
+    pub const fn last_first_rtx(&self) -> Option<Psn> {
+        self.last_first_rtx
+    }
+
+    /// Unacknowledged packets.
+    pub const fn outstanding(&self) -> u32 {
+        self.nxt.distance_from(self.una)
+    }
+
+    /// Counters.
+    pub const fn stats(&self) -> &TxStats {
+        &self.stats
+    }
+
+    /// Congestion state.
+    pub const fn cc(&self) -> &CcState {
+        &self.cc
+    }
+
+    /// Whether the channel is in the error state.
+    pub const fn is_error(&self) -> bool {
+        matches!(self.phase, TxPhase::Error)
+    }
+
+    /// Current phase.
+    pub const fn phase(&self) -> TxPhase {
+        self.phase
+    }
+
+    /// Whether a new message may be posted.
+    pub const fn can_post(&self) -> bool {
+        self.cur.is_none() && !self.is_error()
+    }
+
+    /// Whether everything posted has been acknowledged.
+    pub fn is_idle(&self) -> bool {
+        self.cur.is_none() && self.una == self.nxt
+    }
+
+    /// Posts a message of `len` bytes identified by `token`; returns its
+    /// TPMSN.
+    pub fn post(&mut self, token: u64, len: u32) -> Result<u32, PostError> {
+        if self.is_error() {
+            return Err(PostError::ChannelError);
+        }
+        if self.cur.is_some() {
+            return Err(PostError::Busy);
+        }
+        if len == 0 {
+            return Err(PostError::Empty);
+        }
+        let tpmsn = self.next_tpmsn;
+        self.next_tpmsn = self.next_tpmsn.wrapping_add(1) & 0xff_ffff;
+        self.cur = Some(CurMsg {
+            token,
+            len,
+            offset: 0,
+            tpmsn,
+        });
+        Ok(tpmsn)
+    }
+
+    fn wire_size(&self, len: u32) -> u32 {
+        len.saturating_add(self.cfg.overhead)
+    }
+
+    fn arm_rto(&mut self, now: u64) {
+        self.rto_deadline = Some(now.saturating_add(self.cfg.rto.timeout_ns(self.timeouts)));
+    }
+
+    /// Writes the next packet's RTPH into `out` and describes it, or returns
+    /// `None` if nothing may be sent now (window, congestion window, RNR
+    /// hold, or nothing to send).
+    pub fn poll_transmit(&mut self, now: u64, out: &mut [u8]) -> Result<Option<TxPacket>, Error> {
+        if self.is_error() || now < self.hold_until {
+            return Ok(None);
+        }
+        if out.len() < RTPH_LEN {
+            return Err(Error::NoSpace);
+        }
+        // Go-Back-N retransmission in progress.
+        if let Some(p) = self.gbn_rtx {
+            if p.before(self.nxt) && !p.before(self.una) {
+                let s = self.slot(p);
+                if !self.cc.can_send(self.wire_size(s.len)) {
+                    return Ok(None);
+                }
+                let next = p.next();
+                self.gbn_rtx = if next == self.nxt { None } else { Some(next) };
+                return self.emit(now, p, true, out).map(Some);
+            }
+            self.gbn_rtx = None;
+        }
+        // Selective retransmission phase.
+        if self.rtx_pending > 0 {
+            let mut p = self.una;
+            while p.before(self.nxt) {
+                let s = self.slot(p);
+                if s.queued {
+                    if !self.cc.can_send(self.wire_size(s.len)) {
+                        return Ok(None);
+                    }
+                    if self.phase == TxPhase::NewPackets {
+                        self.phase = TxPhase::Retransmit;
+                        self.last_first_rtx = Some(p);
+                    }
+                    if let Some(sm) = self.slot_mut(p) {
+                        sm.queued = false;
+                    }
+                    self.rtx_pending = self.rtx_pending.saturating_sub(1);
+                    let pkt = self.emit(now, p, true, out)?;
+                    if self.rtx_pending == 0 {
+                        self.end_rtx_phase();
+                    }
+                    return Ok(Some(pkt));
+                }
+                p = p.next();
+            }
+            // Nothing queued after all (acknowledged meanwhile).
+            self.rtx_pending = 0;
+            self.end_rtx_phase();
+        }
+        // New packet.
+        let Some(cur) = self.cur else { return Ok(None) };
+        let outstanding = self.nxt.distance_from(self.una);
+        let used = self.nxt.distance_from(self.free);
+        if outstanding >= self.cfg.max_window || used > self.mask {
+            return Ok(None);
+        }
+        let remaining = cur.len.saturating_sub(cur.offset);
+        let len = core::cmp::min(remaining, self.cfg.mtu);
+        if !self.cc.can_send(self.wire_size(len)) {
+            return Ok(None);
+        }
+        let last = len == remaining;
+        let psn = self.nxt;
+        if let Some(s) = self.slot_mut(psn) {
+            *s = TxSlot {
+                token: cur.token,
+                offset: cur.offset,
+                len,
+                tpmsn: cur.tpmsn,
+                last,
+                sacked: false,
+                queued: false,
+                retx: 0,
+                nxt_at_tx: psn,
+            };
+        }
+        self.cur = if last {
+            None
+        } else {
+            Some(CurMsg {
+                offset: cur.offset.saturating_add(len),
+                ..cur
+            })
+        };
+        if self.una == self.nxt {
+            self.arm_rto(now);
+        }
+        self.nxt = self.nxt.next();
+        self.stats.sent = self.stats.sent.saturating_add(1);
+        self.stats.max_outstanding = self.stats.max_outstanding.max(self.outstanding());
+        self.emit(now, psn, false, out).map(Some)
+    }
+
+    fn end_rtx_phase(&mut self) {
+        if self.phase == TxPhase::Retransmit {
+            self.phase = TxPhase::NewPackets;
+        }
+        self.mark_psn = self.nxt;
+    }
+
+    fn emit(&mut self, now: u64, psn: Psn, rtx: bool, out: &mut [u8]) -> Result<TxPacket, Error> {
+        let nxt = self.nxt;
+        let s = {
+            let s = self.slot_mut(psn).ok_or(Error::NoSpace)?;
+            s.nxt_at_tx = if rtx { nxt } else { psn.next() };
+            if rtx {
+                s.retx = s.retx.saturating_add(1);
+            }
+            *s
+        };
+        if rtx {
+            self.stats.retransmitted = self.stats.retransmitted.saturating_add(1);
+            self.high_rtx = Some(self.high_rtx.map_or(psn, |h| h.max(psn)));
+            if self.rto_deadline.is_none() {
+                self.arm_rto(now);
+            }
+        }
+        self.cc.on_send(self.wire_size(s.len));
+        let mut h = Rtph::data(self.cfg.local_tpn, self.cfg.peer_tpn, psn, s.tpmsn, s.last);
+        h.ack_req = s.last || rtx;
+        h.padding = padding_for(RTPH_LEN.saturating_add(usize::try_from(s.len).unwrap_or(0)));
+        let hdr_len = h.write(out)?;
+        Ok(TxPacket {
+            psn,
+            tpmsn: s.tpmsn,
+            token: s.token,
+            offset: s.offset,
+            len: s.len,
+            last: s.last,
+            retransmission: rtx,
+            hdr_len,
+            padding: h.padding,
+            cci: self.cc.cci(),
+        })
+    }
+
+    /// Retires everything up to and including `through`, if that is a
+    /// sensible cumulative acknowledgement. Returns whether it advanced.
+    fn ack_through(&mut self, now: u64, through: Psn) -> bool {
+        let new_una = through.next();
+        // Valid acknowledgements lie in [una − 1, nxt − 1].
+        if new_una.distance_from(self.una) > self.nxt.distance_from(self.una) || new_una == self.una
+        {
+            return false;
+        }
+        let mut p = self.una;
+        while p != new_una {
+            let s = self.slot(p);
+            if s.queued {
+                self.rtx_pending = self.rtx_pending.saturating_sub(1);
+                if let Some(sm) = self.slot_mut(p) {
+                    sm.queued = false;
+                }
+            }
+            p = p.next();
+        }
+        self.una = new_una;
+        if let Some(g) = self.gbn_rtx {
+            if g.before(self.una) {
+                self.gbn_rtx = if self.una == self.nxt {
+                    None
+                } else {
+                    Some(self.una)
+                };
+            }
+        }
+        self.timeouts = 0;
+        if self.una == self.nxt {
+            self.rto_deadline = None;
+        } else {
+            self.arm_rto(now);
+        }
+        true
+    }
+
+    fn queue(&mut self, p: Psn) {
+        let size = self.wire_size(self.slot(p).len);
+        if let Some(s) = self.slot_mut(p) {
+            if s.queued || s.sacked {
+                return;
+            }
+            s.queued = true;
+        } else {
+            return;
+        }
+        self.rtx_pending = self.rtx_pending.saturating_add(1);
+        self.cc.on_requeue(size);
+    }
+
+    /// Processes a response (TPACK, TPNAK, TPSACK, with or without CETPH):
+    /// `buf` starts at the RTPH.
+    pub fn handle_response(&mut self, now: u64, buf: &[u8]) -> Result<(), Error> {
+        let h = Rtph::parse(buf)?;
+        if h.dst_tpn != self.cfg.local_tpn {
+            return Err(Error::Invalid("DstTPN"));
+        }
+        if !matches!(
+            h.opcode,
+            TpOpcode::Ack | TpOpcode::AckCc | TpOpcode::Sack | TpOpcode::SackCc
+        ) {
+            return Err(Error::Invalid("TPOpcode"));
+        }
+        let mut off = RTPH_LEN;
+        let cetph = if h.opcode.has_cetph() {
+            let kind = self.cfg.cetph.ok_or(Error::Invalid("CETPH"))?;
+            let c = Cetph::parse(kind, buf.get(off..).ok_or(Error::Truncated)?)?;
+            off = off.saturating_add(c.len());
+            Some(c)
+        } else {
+            None
+        };
+        let sack = if h.opcode.has_saetph() {
+            Some(Saetph::parse(buf.get(off..).ok_or(Error::Truncated)?)?.0)
+        } else {
+            None
+        };
+        if self.is_error() {
+            return Ok(());
+        }
+        match h.rspst {
+            Rspst::Ack | Rspst::TaResponse(_) => {
+                self.ack_through(now, h.psn);
+                self.cc.on_ack(cetph);
+                if let Some(s) = sack {
+                    self.on_sack(h.psn, &s);
+                }
+            }
+            Rspst::CompleterError(info) if info == ub_proto::transport::hdr::RSPINFO_PSN_ERROR => {
+                self.ack_through(now, h.psn.sub(1));
+                self.cc.on_ack(cetph);
+                if self.cfg.mode == RetransmitMode::GoBackN
+                    && self.cfg.fast_retransmit
+                    && h.psn == self.una
+                    && self.una != self.nxt
+                    && self.gbn_rtx.is_none_or(|g| g.after(h.psn))
+                {
+                    self.gbn_rtx = Some(h.psn);
+                    self.stats.fast_queued = self.stats.fast_queued.saturating_add(1);
+                    self.cc.on_nak(cetph.and_then(|c| c.ack_seq()));
+                }
+            }
+            Rspst::Rnr(t) | Rspst::PageFault(t) => {
+                self.ack_through(now, h.psn.sub(1));
+                self.hold_until = now.saturating_add(2000u64 << t);
+                if h.psn == self.una && self.una != self.nxt {
+                    match self.cfg.mode {
+                        RetransmitMode::GoBackN => self.gbn_rtx = Some(h.psn),
+                        RetransmitMode::Selective => self.queue(h.psn),
+                    }
+                }
+            }
+            Rspst::CompleterError(_) => {
+                self.phase = TxPhase::Error;
+                self.rto_deadline = None;
+            }
+        }
+        Ok(())
+    }
+
+    fn on_sack(&mut self, psn: Psn, s: &Saetph<'_>) {
+        let span = s.max_rcv_psn.distance_from(psn);
+        if span > s.size.bits() && s.max_rcv_psn.before(psn) {
+            return;
+        }
+        let limit = core::cmp::min(span, s.size.bits().saturating_sub(1));
+        let fast = self.cfg.fast_retransmit && self.cfg.mode == RetransmitMode::Selective;
+        for k in 1..=limit {
+            let p = psn.add(k);
+            if p.before(self.una) || !p.before(self.nxt) {
+                continue;
+            }
+            let slot = self.slot(p);
+            if s.bit(k) {
+                if !slot.sacked {
+                    if slot.queued {
+                        self.rtx_pending = self.rtx_pending.saturating_sub(1);
+                    }
+                    if let Some(sm) = self.slot_mut(p) {
+                        sm.sacked = true;
+                        sm.queued = false;
+                    }
+                }
+            } else if fast && !slot.queued {
+                // First loss, or a retransmission overtaken by a packet sent
+                // after it (MaxRcvPSN reached that burst's MarkPSN).
+                let first_loss = slot.retx == 0;
+                let rtx_lost = slot.retx > 0 && !s.max_rcv_psn.before(slot.nxt_at_tx);
+                if first_loss || rtx_lost {
+                    self.queue(p);
+                    self.stats.fast_queued = self.stats.fast_queued.saturating_add(1);
+                }
+            }
+        }
+    }
+
+    /// The RTO deadline, if armed.
+    pub const fn poll_timeout(&self) -> Option<u64> {
+        if self.is_error() {
+            None
+        } else {
+            self.rto_deadline
+        }
+    }
+
+    /// Handles the RTO if it has expired at `now`.
+    pub fn handle_timeout(&mut self, now: u64) {
+        let Some(d) = self.rto_deadline else { return };
+        if now < d || self.is_error() {
+            return;
+        }
+        self.stats.timeouts = self.stats.timeouts.saturating_add(1);
+        self.timeouts = self.timeouts.saturating_add(1);
+        if self.timeouts > u32::from(self.cfg.retry_limit) {
+            self.phase = TxPhase::Error;
+            self.rto_deadline = None;
+            return;
+        }
+        self.cc.on_timeout();
+        match self.cfg.mode {
+            RetransmitMode::GoBackN => {
+                if self.una != self.nxt {
+                    self.gbn_rtx = Some(self.una);
+                }
+            }
+            RetransmitMode::Selective => {
+                let mut p = self.una;
+                while p.before(self.nxt) {
+                    self.queue(p);
+                    p = p.next();
+                }
+                // The timeout restarts the retransmission bookkeeping.
+                self.cc.on_timeout();
+            }
+        }
+        self.arm_rto(now);
+    }
+
+    /// The next event for the layer above. Call it until `None` after
+    /// every [`RtpSender::handle_response`] and [`RtpSender::handle_timeout`]: the
+    /// slots of acknowledged packets are reused only once their events
+    /// have been taken.
+    pub fn poll_event(&mut self) -> Option<TxEvent> {
+        while self.free != self.una {
+            let s = self.slot(self.free);
+            self.free = self.free.next();
+            if s.last {
+                return Some(TxEvent::MessageAcked {
+                    token: s.token,
+                    tpmsn: s.tpmsn,
+                });
+            }
+        }
+        if self.is_error() && !self.error_reported {
+            self.error_reported = true;
+            return Some(TxEvent::ChannelError);
+        }
+        None
+    }
+}
