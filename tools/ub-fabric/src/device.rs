@@ -14,7 +14,10 @@
 use std::collections::VecDeque;
 
 use serde::Serialize;
-use ub_proto::controller as reg;
+use ub_proto::controller::{self as reg, Field};
+
+/// The port error bits, by field (`ERR_STATUS::ZERO.tx_desc()`...).
+use reg::ERR_STATUS as ErrBits;
 
 use crate::mem::GuestMemory;
 
@@ -132,9 +135,14 @@ struct Ring {
 }
 
 impl Ring {
+    /// The `TX_CTRL` / `RX_CTRL` value (one layout, checked below).
     fn ctrl(&self) -> u32 {
-        (if self.enabled { reg::RING_ENABLE } else { 0 })
-            | (if self.halted { reg::RING_HALTED } else { 0 })
+        reg::TX_CTRL::ZERO
+            .enable()
+            .set(self.enabled)
+            .halted()
+            .set(self.halted)
+            .into_raw()
     }
 
     fn pending(&self) -> u32 {
@@ -177,7 +185,7 @@ impl Port {
             tx: Ring::default(),
             rx: Ring::default(),
             int_cause: 0,
-            int_mask: reg::INT_ALL,
+            int_mask: reg::INT_MASK::FIELDS,
             moderation_us: 0,
             last_irq: None,
             irq_edge: false,
@@ -196,33 +204,63 @@ impl Port {
         self.int_cause |= bits;
     }
 
-    fn error(&mut self, err_bit: u32, index: u32) {
-        self.err_status |= 1 << err_bit;
-        self.err_last = err_bit | (index << 16);
+    /// Records error `err` (an `ERR_STATUS` field) about descriptor or
+    /// value `index`.
+    fn error(&mut self, err: Field<ErrBits>, index: u32) {
+        self.err_status |= err.mask();
+        let last = reg::ERR_LAST::ZERO;
+        self.err_last = last
+            .code()
+            .set(err.shift())
+            .index()
+            .set(index.min(last.index().max()))
+            .into_raw();
         self.c.errors += 1;
-        match 1 << err_bit {
-            reg::ERR_TX_DESC => self.c.tx_bad_desc += 1,
-            reg::ERR_TX_DMA => self.c.tx_dma_errors += 1,
-            reg::ERR_RX_DESC => self.c.rx_bad_desc += 1,
-            reg::ERR_RING_DMA => self.c.ring_dma_errors += 1,
-            reg::ERR_RING_CFG => self.c.ring_cfg_errors += 1,
-            reg::ERR_DOORBELL => self.c.bad_doorbells += 1,
-            _ => {}
+        let e = ErrBits::ZERO;
+        let counter = if err == e.tx_desc() {
+            Some(&mut self.c.tx_bad_desc)
+        } else if err == e.tx_dma() {
+            Some(&mut self.c.tx_dma_errors)
+        } else if err == e.rx_desc() {
+            Some(&mut self.c.rx_bad_desc)
+        } else if err == e.ring_dma() {
+            Some(&mut self.c.ring_dma_errors)
+        } else if err == e.ring_cfg() {
+            Some(&mut self.c.ring_cfg_errors)
+        } else if err == e.doorbell() {
+            Some(&mut self.c.bad_doorbells)
+        } else {
+            None
+        };
+        if let Some(c) = counter {
+            *c += 1;
         }
-        self.cause(reg::INT_ERROR);
+        self.cause(int::ERROR);
     }
 }
 
-/// Error bit numbers (the `ERR_*` masks' positions).
-mod errbit {
-    pub(super) const TX_DESC: u32 = 0;
-    pub(super) const TX_DMA: u32 = 1;
-    pub(super) const RX_DESC: u32 = 2;
-    pub(super) const RING_DMA: u32 = 3;
-    pub(super) const RING_CFG: u32 = 4;
-    pub(super) const DOORBELL: u32 = 5;
-    pub(super) const RING_BUSY: u32 = 6;
+/// `INT_CAUSE` bits, from the register table.
+mod int {
+    use ub_proto::controller::INT_CAUSE as C;
+    pub(super) const TX_DONE: u32 = C::ZERO.tx_done().mask();
+    pub(super) const RX_DONE: u32 = C::ZERO.rx_done().mask();
+    pub(super) const LINK: u32 = C::ZERO.link().mask();
+    pub(super) const RETRAIN_DONE: u32 = C::ZERO.retrain_done().mask();
+    pub(super) const ERROR: u32 = C::ZERO.error().mask();
+    pub(super) const RX_NOBUF: u32 = C::ZERO.rx_nobuf().mask();
 }
+
+/// `GERR` bits, from the register table.
+const GERR_BAD_ACCESS: u32 = reg::GERR::ZERO.bad_access().mask();
+/// `GERR.PORT`.
+const GERR_PORT: u32 = reg::GERR::ZERO.port().mask();
+/// `GINT_CAUSE.ERROR`.
+const GINT_ERROR: u32 = reg::GINT_CAUSE::ZERO.error().mask();
+
+// `Ring::ctrl` serves both rings; INT_MASK masks INT_CAUSE bit for bit.
+const _: () = assert!(reg::TX_CTRL::FIELDS == reg::RX_CTRL::FIELDS);
+const _: () = assert!(reg::INT_MASK::FIELDS == reg::INT_CAUSE::FIELDS);
+const _: () = assert!(reg::GINT_MASK::FIELDS == reg::GINT_CAUSE::FIELDS);
 
 /// Device-level counters.
 #[derive(Debug, Default, Clone, Copy, Serialize)]
@@ -279,7 +317,7 @@ impl Controller {
             enabled: false,
             gerr: 0,
             gint_cause: 0,
-            gint_mask: reg::GINT_ALL,
+            gint_mask: reg::GINT_MASK::FIELDS,
             gint_edge: false,
             scratch: 0,
             ports: (0..n).map(|_| Port::new()).collect(),
@@ -344,7 +382,7 @@ impl Controller {
         self.enabled = false;
         self.gerr = 0;
         self.gint_cause = 0;
-        self.gint_mask = reg::GINT_ALL;
+        self.gint_mask = reg::GINT_MASK::FIELDS;
         self.gint_edge = false;
         self.scratch = 0;
         for p in &mut self.ports {
@@ -359,11 +397,11 @@ impl Controller {
 
     fn bad_access(&mut self) {
         self.counters.bad_access += 1;
-        if self.gerr & reg::GERR_BAD_ACCESS == 0 {
+        if self.gerr & GERR_BAD_ACCESS == 0 {
             self.gint_edge = true;
         }
-        self.gerr |= reg::GERR_BAD_ACCESS;
-        self.gint_cause |= reg::GINT_ERROR;
+        self.gerr |= GERR_BAD_ACCESS;
+        self.gint_cause |= GINT_ERROR;
     }
 
     /// A BAR0 read of `data.len()` bytes at `off`. Only aligned 4- and
@@ -401,33 +439,45 @@ impl Controller {
     /// Reads one 32-bit register.
     pub fn read32(&mut self, off: u32) -> u32 {
         match off {
-            reg::REG_IDENT => reg::IDENT_VALUE,
-            reg::REG_VERSION => reg::VERSION_VALUE,
-            reg::REG_CAP_PORTS => self.cfg.ports,
-            reg::REG_CAP_RING => reg::RING_MAX | (reg::RING_MIN << 16),
-            reg::REG_CAP_XFER => reg::MAX_XFER_BYTES | (reg::FLIT_BYTES << 16),
-            reg::REG_CAP_MSIX => u32::from(reg::msix_vectors(self.cfg.ports)),
-            reg::REG_CTRL => {
-                if self.enabled {
-                    reg::CTRL_ENABLE
-                } else {
-                    0
-                }
+            reg::IDENT::OFFSET => reg::IDENT_VALUE,
+            reg::VERSION::OFFSET => reg::VERSION_VALUE,
+            reg::CAP_PORTS::OFFSET => reg::CAP_PORTS::ZERO.ports().set(self.cfg.ports).into_raw(),
+            reg::CAP_RING::OFFSET => reg::CAP_RING::ZERO
+                .largest()
+                .set(reg::RING_MAX)
+                .smallest()
+                .set(reg::RING_MIN)
+                .into_raw(),
+            reg::CAP_XFER::OFFSET => reg::CAP_XFER::ZERO
+                .max_bytes()
+                .set(reg::MAX_XFER_BYTES)
+                .flit_bytes()
+                .set(reg::FLIT_BYTES)
+                .into_raw(),
+            reg::CAP_MSIX::OFFSET => reg::CAP_MSIX::ZERO
+                .vectors()
+                .set(reg::msix_vectors(self.cfg.ports))
+                .into_raw(),
+            reg::CTRL::OFFSET => reg::CTRL::ZERO.enable().set(self.enabled).into_raw(),
+            reg::STATUS::OFFSET => {
+                let links = self
+                    .ports
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| p.link_up && p.enabled)
+                    .fold(0u32, |m, (i, _)| m | 1 << i);
+                reg::STATUS::ZERO
+                    .enabled()
+                    .set(self.enabled)
+                    .link_up()
+                    .set(links)
+                    .into_raw()
             }
-            reg::REG_STATUS => {
-                let mut v = if self.enabled { reg::STATUS_ENABLED } else { 0 };
-                for (i, p) in self.ports.iter().enumerate() {
-                    if p.link_up && p.enabled {
-                        v |= 1 << (reg::STATUS_LINK_SHIFT + i as u32);
-                    }
-                }
-                v
-            }
-            reg::REG_GERR => self.gerr,
-            reg::REG_SCRATCH => self.scratch,
-            reg::REG_BAD_ACCESS => lo(self.counters.bad_access),
-            reg::REG_GINT_CAUSE => self.gint_cause,
-            reg::REG_GINT_MASK => self.gint_mask,
+            reg::GERR::OFFSET => self.gerr,
+            reg::SCRATCH::OFFSET => self.scratch,
+            reg::BAD_ACCESS::OFFSET => lo(self.counters.bad_access),
+            reg::GINT_CAUSE::OFFSET => self.gint_cause,
+            reg::GINT_MASK::OFFSET => self.gint_mask,
             _ => {
                 if let Some((port, r)) = reg::split_port_reg(off) {
                     if let Some(v) = self.read_port(port as usize, r) {
@@ -444,60 +494,62 @@ impl Controller {
         }
     }
 
+    /// Reads register `r` (its port-0 offset) of `port`.
     fn read_port(&self, port: usize, r: u32) -> Option<u32> {
         let p = self.ports.get(port)?;
         let phy = self.phy.get(port).copied().unwrap_or_default();
         let flit_rate_k = self.rate_kfps.get(port).copied().unwrap_or(0);
         let lane_rate =
             (u64::from(flit_rate_k) * 160 / 1000 / u64::from(self.cfg.lanes.max(1))) as u32;
+        let (tx_lo, tx_hi) = reg::split_u64(p.tx.base);
+        let (rx_lo, rx_hi) = reg::split_u64(p.rx.base);
         Some(match r {
-            reg::P_PHY_STATUS => {
-                (if p.link_up && p.enabled {
-                    reg::PHY_LINK_UP
-                } else {
-                    0
-                }) | (if p.training { reg::PHY_TRAINING } else { 0 })
-                    | (if p.enabled { reg::PHY_ENABLED } else { 0 })
-                    | (self.cfg.lanes << reg::PHY_LANES_SHIFT)
-            }
-            reg::P_PHY_LANE_RATE => lane_rate,
-            reg::P_PHY_FLIT_RATE => flit_rate_k,
-            reg::P_PHY_CTRL => {
-                (if p.enabled { reg::PHYC_ENABLE } else { 0 })
-                    | (if p.retrain_requested || p.training {
-                        reg::PHYC_RETRAIN
-                    } else {
-                        0
-                    })
-            }
-            reg::P_PHY_RETRAINS => lo(p.c.retrains),
-            reg::P_PHY_BIT_ERRORS => lo(phy.0),
-            reg::P_PHY_FEC_FAILS => lo(phy.1),
-            reg::P_PHY_LINK_DOWNS => lo(phy.2),
-            reg::P_TX_BASE_LO => p.tx.base as u32,
-            reg::P_TX_BASE_HI => (p.tx.base >> 32) as u32,
-            reg::P_TX_SIZE => p.tx.size,
-            reg::P_TX_HEAD => p.tx.head,
-            reg::P_TX_TAIL => p.tx.tail,
-            reg::P_TX_CTRL => p.tx.ctrl(),
-            reg::P_RX_BASE_LO => p.rx.base as u32,
-            reg::P_RX_BASE_HI => (p.rx.base >> 32) as u32,
-            reg::P_RX_SIZE => p.rx.size,
-            reg::P_RX_HEAD => p.rx.head,
-            reg::P_RX_TAIL => p.rx.tail,
-            reg::P_RX_CTRL => p.rx.ctrl(),
-            reg::P_INT_CAUSE => p.int_cause,
-            reg::P_INT_MASK => p.int_mask,
-            reg::P_INT_MODERATION => p.moderation_us,
-            reg::P_ERR_STATUS => p.err_status,
-            reg::P_ERR_LAST => p.err_last,
-            reg::P_ERR_COUNT => lo(p.c.errors),
-            reg::P_TX_FLITS => lo(p.c.tx_flits),
-            reg::P_RX_FLITS => lo(p.c.rx_flits),
-            reg::P_TX_DESCS => lo(p.c.tx_descs),
-            reg::P_RX_DESCS => lo(p.c.rx_descs),
-            reg::P_RX_NOBUF_FLITS => lo(p.c.rx_nobuf_flits),
-            reg::P_DOORBELLS => lo(p.c.doorbells),
+            reg::PHY_STATUS::OFFSET => reg::PHY_STATUS::ZERO
+                .link_up()
+                .set(p.link_up && p.enabled)
+                .training()
+                .set(p.training)
+                .enabled()
+                .set(p.enabled)
+                .lanes()
+                .set(self.cfg.lanes)
+                .into_raw(),
+            reg::PHY_LANE_RATE::OFFSET => lane_rate,
+            reg::PHY_FLIT_RATE::OFFSET => flit_rate_k,
+            reg::PHY_CTRL::OFFSET => reg::PHY_CTRL::ZERO
+                .enable()
+                .set(p.enabled)
+                .retrain()
+                .set(p.retrain_requested || p.training)
+                .into_raw(),
+            reg::PHY_RETRAINS::OFFSET => lo(p.c.retrains),
+            reg::PHY_BIT_ERRORS::OFFSET => lo(phy.0),
+            reg::PHY_FEC_FAILS::OFFSET => lo(phy.1),
+            reg::PHY_LINK_DOWNS::OFFSET => lo(phy.2),
+            reg::TX_BASE_LO::OFFSET => tx_lo,
+            reg::TX_BASE_HI::OFFSET => tx_hi,
+            reg::TX_SIZE::OFFSET => p.tx.size,
+            reg::TX_HEAD::OFFSET => p.tx.head,
+            reg::TX_TAIL::OFFSET => p.tx.tail,
+            reg::TX_CTRL::OFFSET => p.tx.ctrl(),
+            reg::RX_BASE_LO::OFFSET => rx_lo,
+            reg::RX_BASE_HI::OFFSET => rx_hi,
+            reg::RX_SIZE::OFFSET => p.rx.size,
+            reg::RX_HEAD::OFFSET => p.rx.head,
+            reg::RX_TAIL::OFFSET => p.rx.tail,
+            reg::RX_CTRL::OFFSET => p.rx.ctrl(),
+            reg::INT_CAUSE::OFFSET => p.int_cause,
+            reg::INT_MASK::OFFSET => p.int_mask,
+            reg::INT_MODERATION::OFFSET => p.moderation_us,
+            reg::ERR_STATUS::OFFSET => p.err_status,
+            reg::ERR_LAST::OFFSET => p.err_last,
+            reg::ERR_COUNT::OFFSET => lo(p.c.errors),
+            reg::TX_FLITS::OFFSET => lo(p.c.tx_flits),
+            reg::RX_FLITS::OFFSET => lo(p.c.rx_flits),
+            reg::TX_DESCS::OFFSET => lo(p.c.tx_descs),
+            reg::RX_DESCS::OFFSET => lo(p.c.rx_descs),
+            reg::RX_NOBUF_FLITS::OFFSET => lo(p.c.rx_nobuf_flits),
+            reg::DOORBELLS::OFFSET => lo(p.c.doorbells),
             _ => return None,
         })
     }
@@ -505,27 +557,28 @@ impl Controller {
     /// Writes one 32-bit register.
     pub fn write32(&mut self, off: u32, v: u32, now: u64) {
         match off {
-            reg::REG_CTRL => {
-                if v & reg::CTRL_RESET != 0 {
+            reg::CTRL::OFFSET => {
+                let ctrl = reg::CTRL::from_raw(v);
+                if ctrl.reset().is_set() {
                     self.reset();
                 } else {
-                    self.enabled = v & reg::CTRL_ENABLE != 0;
+                    self.enabled = ctrl.enable().is_set();
                 }
             }
-            reg::REG_GERR => {
+            reg::GERR::OFFSET => {
                 self.gerr &= !v;
             }
-            reg::REG_SCRATCH => self.scratch = v,
-            reg::REG_GINT_CAUSE => self.gint_cause &= !v,
-            reg::REG_GINT_MASK => {
+            reg::SCRATCH::OFFSET => self.scratch = v,
+            reg::GINT_CAUSE::OFFSET => self.gint_cause &= !v,
+            reg::GINT_MASK::OFFSET => {
                 let unmasked = self.gint_mask & !v;
-                self.gint_mask = v & reg::GINT_ALL;
+                self.gint_mask = v & reg::GINT_MASK::FIELDS;
                 if unmasked & self.gint_cause != 0 {
                     self.gint_edge = true;
                 }
             }
-            reg::REG_GINT_TEST => {
-                let bits = v & reg::GINT_ALL;
+            reg::GINT_TEST::OFFSET => {
+                let bits = v & reg::GINT_TEST::FIELDS;
                 if bits & !self.gint_cause != 0 {
                     self.gint_edge = true;
                 }
@@ -544,6 +597,8 @@ impl Controller {
         }
     }
 
+    /// Writes register `r` (its port-0 offset) of `port`; `false` if `r`
+    /// names no writable register.
     fn write_port(&mut self, port: usize, r: u32, v: u32, _now: u64) -> bool {
         let Some(p) = self.ports.get_mut(port) else {
             return false;
@@ -551,37 +606,36 @@ impl Controller {
         fn ring_reg(p: &mut Port, tx: bool, f: impl FnOnce(&mut Ring)) {
             let ring = if tx { &mut p.tx } else { &mut p.rx };
             if ring.enabled {
-                p.error(errbit::RING_BUSY, 0);
+                p.error(ErrBits::ZERO.ring_busy(), 0);
             } else {
                 f(ring);
             }
         }
+        fn base_lo(r: &mut Ring, v: u32) {
+            r.base = reg::join_u64(v, reg::split_u64(r.base).1);
+        }
+        fn base_hi(r: &mut Ring, v: u32) {
+            r.base = reg::join_u64(reg::split_u64(r.base).0, v);
+        }
         match r {
-            reg::P_PHY_CTRL => {
-                p.enabled = v & reg::PHYC_ENABLE != 0;
-                if v & reg::PHYC_RETRAIN != 0 && p.enabled {
+            reg::PHY_CTRL::OFFSET => {
+                let ctrl = reg::PHY_CTRL::from_raw(v);
+                p.enabled = ctrl.enable().is_set();
+                if ctrl.retrain().is_set() && p.enabled {
                     p.retrain_requested = true;
                 }
             }
-            reg::P_TX_BASE_LO => ring_reg(p, true, |r| {
-                r.base = (r.base & !0xffff_ffff) | u64::from(v);
-            }),
-            reg::P_TX_BASE_HI => ring_reg(p, true, |r| {
-                r.base = (r.base & 0xffff_ffff) | (u64::from(v) << 32);
-            }),
-            reg::P_TX_SIZE => ring_reg(p, true, |r| r.size = v),
-            reg::P_RX_BASE_LO => ring_reg(p, false, |r| {
-                r.base = (r.base & !0xffff_ffff) | u64::from(v);
-            }),
-            reg::P_RX_BASE_HI => ring_reg(p, false, |r| {
-                r.base = (r.base & 0xffff_ffff) | (u64::from(v) << 32);
-            }),
-            reg::P_RX_SIZE => ring_reg(p, false, |r| r.size = v),
-            reg::P_TX_CTRL | reg::P_RX_CTRL => {
-                let tx = r == reg::P_TX_CTRL;
+            reg::TX_BASE_LO::OFFSET => ring_reg(p, true, |r| base_lo(r, v)),
+            reg::TX_BASE_HI::OFFSET => ring_reg(p, true, |r| base_hi(r, v)),
+            reg::TX_SIZE::OFFSET => ring_reg(p, true, |r| r.size = v),
+            reg::RX_BASE_LO::OFFSET => ring_reg(p, false, |r| base_lo(r, v)),
+            reg::RX_BASE_HI::OFFSET => ring_reg(p, false, |r| base_hi(r, v)),
+            reg::RX_SIZE::OFFSET => ring_reg(p, false, |r| r.size = v),
+            reg::TX_CTRL::OFFSET | reg::RX_CTRL::OFFSET => {
+                let tx = r == reg::TX_CTRL::OFFSET;
                 let ring = if tx { p.tx } else { p.rx };
                 let mut new = ring;
-                if v & reg::RING_ENABLE == 0 {
+                if !reg::TX_CTRL::from_raw(v).enable().is_set() {
                     new.enabled = false;
                     new.halted = false;
                     new.head = 0;
@@ -591,7 +645,7 @@ impl Controller {
                         || ring.base % reg::DESC_BYTES as u64 != 0
                         || reg::desc_addr(ring.base, ring.size).is_none()
                     {
-                        p.error(errbit::RING_CFG, 0);
+                        p.error(ErrBits::ZERO.ring_cfg(), 0);
                         return true;
                     }
                     new.enabled = true;
@@ -605,12 +659,12 @@ impl Controller {
                     p.rx = new;
                 }
             }
-            reg::P_TX_TAIL | reg::P_RX_TAIL => {
-                let tx = r == reg::P_TX_TAIL;
+            reg::TX_TAIL::OFFSET | reg::RX_TAIL::OFFSET => {
+                let tx = r == reg::TX_TAIL::OFFSET;
                 p.c.doorbells += 1;
                 let ring = if tx { p.tx } else { p.rx };
                 if !ring.enabled || v >= ring.size {
-                    p.error(errbit::DOORBELL, v.min(0xffff));
+                    p.error(ErrBits::ZERO.doorbell(), v);
                     return true;
                 }
                 if v == ring.tail {
@@ -622,16 +676,18 @@ impl Controller {
                     p.rx.tail = v;
                 }
             }
-            reg::P_INT_CAUSE => p.int_cause &= !v,
-            reg::P_INT_MASK => {
+            reg::INT_CAUSE::OFFSET => p.int_cause &= !v,
+            reg::INT_MASK::OFFSET => {
                 let unmasked = p.int_mask & !v;
-                p.int_mask = v & reg::INT_ALL;
+                p.int_mask = v & reg::INT_MASK::FIELDS;
                 if unmasked & p.int_cause != 0 {
                     p.irq_edge = true;
                 }
             }
-            reg::P_INT_MODERATION => p.moderation_us = v & 0xffff,
-            reg::P_ERR_STATUS => p.err_status &= !v,
+            reg::INT_MODERATION::OFFSET => {
+                p.moderation_us = reg::INT_MODERATION::from_raw(v).us().get();
+            }
+            reg::ERR_STATUS::OFFSET => p.err_status &= !v,
             _ => return false,
         }
         true
@@ -645,12 +701,12 @@ impl Controller {
     /// moderation is sent when the interval ends).
     pub fn update_irqs(&mut self, now: u64) {
         let any_port_err = self.ports.iter().any(|p| p.err_status != 0);
-        if any_port_err && self.gerr & reg::GERR_PORT == 0 {
-            self.gerr |= reg::GERR_PORT;
-            if self.gint_cause & reg::GINT_ERROR == 0 {
+        if any_port_err && self.gerr & GERR_PORT == 0 {
+            self.gerr |= GERR_PORT;
+            if self.gint_cause & GINT_ERROR == 0 {
                 self.gint_edge = true;
             }
-            self.gint_cause |= reg::GINT_ERROR;
+            self.gint_cause |= GINT_ERROR;
         }
         if self.gint_edge && self.gint_cause & !self.gint_mask != 0 {
             self.gint_edge = false;
@@ -721,7 +777,7 @@ impl Controller {
                 p.training = false;
                 p.retrain_requested = false;
             }
-            p.cause(reg::INT_LINK);
+            p.cause(int::LINK);
         }
     }
 
@@ -744,7 +800,7 @@ impl Controller {
             if p.training {
                 p.training = false;
                 p.c.retrains += 1;
-                p.cause(reg::INT_RETRAIN_DONE);
+                p.cause(int::RETRAIN_DONE);
             }
         }
     }
@@ -778,41 +834,41 @@ impl Controller {
             let idx = p.tx.head;
             let Some(daddr) = reg::desc_addr(p.tx.base, idx) else {
                 p.tx.halted = true;
-                p.error(errbit::RING_DMA, idx);
+                p.error(ErrBits::ZERO.ring_dma(), idx);
                 break;
             };
             let mut raw = [0u8; reg::DESC_BYTES];
             if self.mem.read(daddr, &mut raw).is_err() {
                 p.tx.halted = true;
-                p.error(errbit::RING_DMA, idx);
+                p.error(ErrBits::ZERO.ring_dma(), idx);
                 break;
             }
             let mut d = reg::Desc::decode(&raw);
             let len = u32::from(d.len);
-            let mut status = reg::DESC_DONE;
+            let mut status = reg::DESC_STATUS::ok();
             if len == 0 || len % reg::FLIT_BYTES != 0 || len > reg::MAX_XFER_BYTES {
-                status |= reg::DESC_ERR | ((errbit::TX_DESC as u16) << reg::DESC_ERR_SHIFT);
-                p.error(errbit::TX_DESC, idx);
+                status = reg::DESC_STATUS::failed(ErrBits::ZERO.tx_desc());
+                p.error(ErrBits::ZERO.tx_desc(), idx);
                 d.done_len = 0;
             } else {
                 let at = out.len();
                 out.resize(at + len as usize, 0);
                 if self.mem.read(d.addr, &mut out[at..]).is_err() {
                     out.truncate(at);
-                    status |= reg::DESC_ERR | ((errbit::TX_DMA as u16) << reg::DESC_ERR_SHIFT);
-                    p.error(errbit::TX_DMA, idx);
+                    status = reg::DESC_STATUS::failed(ErrBits::ZERO.tx_dma());
+                    p.error(ErrBits::ZERO.tx_dma(), idx);
                     d.done_len = 0;
                 } else {
                     d.done_len = d.len;
                     p.c.tx_flits += u64::from(len / reg::FLIT_BYTES);
                 }
             }
-            d.status = status;
+            d.status = status.into_raw();
             d.lost = 0;
             let wb = daddr + reg::Desc::WRITEBACK_OFFSET as u64;
             if self.mem.write(wb, &d.writeback()).is_err() {
                 p.tx.halted = true;
-                p.error(errbit::RING_DMA, idx);
+                p.error(ErrBits::ZERO.ring_dma(), idx);
                 break;
             }
             p.tx.head = reg::ring_next(idx, p.tx.size);
@@ -820,7 +876,7 @@ impl Controller {
             done += 1;
         }
         if done > 0 {
-            p.cause(reg::INT_TX_DONE);
+            p.cause(int::TX_DONE);
         }
     }
 
@@ -856,7 +912,7 @@ impl Controller {
                 data: Vec::new(),
                 off: 0,
             });
-            p.cause(reg::INT_RX_NOBUF);
+            p.cause(int::RX_NOBUF);
         }
     }
 
@@ -888,24 +944,24 @@ impl Controller {
                 let idx = p.rx.head;
                 let Some(daddr) = reg::desc_addr(p.rx.base, idx) else {
                     p.rx.halted = true;
-                    p.error(errbit::RING_DMA, idx);
+                    p.error(ErrBits::ZERO.ring_dma(), idx);
                     break;
                 };
                 let mut raw = [0u8; reg::DESC_BYTES];
                 if self.mem.read(daddr, &mut raw).is_err() {
                     p.rx.halted = true;
-                    p.error(errbit::RING_DMA, idx);
+                    p.error(ErrBits::ZERO.ring_dma(), idx);
                     break;
                 }
                 let mut d = reg::Desc::decode(&raw);
                 let cap = (u32::from(d.len).min(reg::MAX_XFER_BYTES) / reg::FLIT_BYTES
                     * reg::FLIT_BYTES) as usize;
-                let mut status = reg::DESC_DONE;
+                let mut status = reg::DESC_STATUS::ok();
                 d.done_len = 0;
                 d.lost = 0;
                 if cap == 0 {
-                    status |= reg::DESC_ERR | ((errbit::RX_DESC as u16) << reg::DESC_ERR_SHIFT);
-                    p.error(errbit::RX_DESC, idx);
+                    status = reg::DESC_STATUS::failed(ErrBits::ZERO.rx_desc());
+                    p.error(ErrBits::ZERO.rx_desc(), idx);
                 } else {
                     // Gather contiguous data: the first segment's loss
                     // mark, then segments without one.
@@ -928,8 +984,8 @@ impl Controller {
                         }
                     }
                     if self.mem.write(d.addr, &chunk).is_err() {
-                        status |= reg::DESC_ERR | ((errbit::RX_DESC as u16) << reg::DESC_ERR_SHIFT);
-                        p.error(errbit::RX_DESC, idx);
+                        status = reg::DESC_STATUS::failed(ErrBits::ZERO.rx_desc());
+                        p.error(ErrBits::ZERO.rx_desc(), idx);
                     } else {
                         for (i, n) in plan.into_iter().enumerate() {
                             if let Some(seg) = p.rx_fifo.front_mut() {
@@ -946,16 +1002,16 @@ impl Controller {
                         d.done_len = chunk.len() as u16;
                         p.c.rx_flits += (chunk.len() / reg::FLIT_BYTES as usize) as u64;
                         if lost > 0 {
-                            status |= reg::DESC_LOST;
+                            status = status.lost().set(true);
                             d.lost = lost.min(u32::from(u16::MAX)) as u16;
                         }
                     }
                 }
-                d.status = status;
+                d.status = status.into_raw();
                 let wb = daddr + reg::Desc::WRITEBACK_OFFSET as u64;
                 if self.mem.write(wb, &d.writeback()).is_err() {
                     p.rx.halted = true;
-                    p.error(errbit::RING_DMA, idx);
+                    p.error(ErrBits::ZERO.ring_dma(), idx);
                     break;
                 }
                 p.rx.head = reg::ring_next(idx, p.rx.size);
@@ -963,7 +1019,7 @@ impl Controller {
                 done += 1;
             }
             if done > 0 {
-                p.cause(reg::INT_RX_DONE);
+                p.cause(int::RX_DONE);
             }
         }
     }

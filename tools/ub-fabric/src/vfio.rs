@@ -508,7 +508,7 @@ mod tests {
         b.set_irqs(VFIO_PCI_MSIX_IRQ_INDEX, flags, 0, 2, vec![other, ev2])
             .expect("fds");
         // The guest test register raises vector 0; a port cause vector 1.
-        let off = u64::from(reg::port_reg(0, reg::P_INT_MASK).expect("reg"));
+        let off = u64::from(reg::port_reg(0, reg::INT_MASK::OFFSET).expect("reg"));
         b.region_write(VFIO_PCI_BAR0_REGION_INDEX, off, &0u32.to_le_bytes())
             .expect("write");
         fabric.lock().expect("lock").hosts[0].ctrl.set_link(0, true);
@@ -533,7 +533,7 @@ mod tests {
         let mut v = [0u8; 4];
         b.region_read(
             VFIO_PCI_BAR0_REGION_INDEX,
-            u64::from(reg::REG_IDENT),
+            u64::from(reg::IDENT::OFFSET),
             &mut v,
         )
         .expect("read");
@@ -541,7 +541,7 @@ mod tests {
         let mut q = [0u8; 8];
         b.region_read(
             VFIO_PCI_BAR0_REGION_INDEX,
-            u64::from(reg::REG_IDENT),
+            u64::from(reg::IDENT::OFFSET),
             &mut q,
         )
         .expect("read64");
