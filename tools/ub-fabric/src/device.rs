@@ -153,6 +153,13 @@ impl Ring {
     }
 }
 
+/// Which of a port's rings.
+#[derive(Debug, Clone, Copy)]
+enum Dir {
+    Tx,
+    Rx,
+}
+
 #[derive(Debug)]
 struct Port {
     enabled: bool,
@@ -165,7 +172,13 @@ struct Port {
     int_mask: u32,
     moderation_us: u32,
     last_irq: Option<u64>,
-    irq_edge: bool,
+    /// Causes that went 0 → 1 (or were unmasked while set) since the last
+    /// message: the vector fires for these.
+    irq_edge: u32,
+    /// The PHY link was up when the device was reset: the fabric must see
+    /// the port disabled (and take the link down for the peer) before it
+    /// may come up again, however fast the driver re-enables it.
+    reset_pending: bool,
     err_status: u32,
     err_last: u32,
     /// Received data waiting for RX buffers, as segments each preceded
@@ -188,7 +201,8 @@ impl Port {
             int_mask: reg::INT_MASK::FIELDS,
             moderation_us: 0,
             last_irq: None,
-            irq_edge: false,
+            irq_edge: 0,
+            reset_pending: false,
             err_status: 0,
             err_last: 0,
             rx_fifo: VecDeque::new(),
@@ -197,10 +211,58 @@ impl Port {
         }
     }
 
-    fn cause(&mut self, bits: u32) {
-        if bits & !self.int_cause != 0 {
-            self.irq_edge = true;
+    fn ring(&mut self, dir: Dir) -> &mut Ring {
+        match dir {
+            Dir::Tx => &mut self.tx,
+            Dir::Rx => &mut self.rx,
         }
+    }
+
+    /// The descriptor at the head of ring `dir` and its address, or `None`
+    /// (the ring halted with `RING_DMA`) if it cannot be read.
+    fn head_desc(&mut self, mem: &dyn GuestMemory, dir: Dir) -> Option<(u64, reg::Desc)> {
+        let ring = *self.ring(dir);
+        let mut raw = [0u8; reg::DESC_BYTES];
+        let read = reg::desc_addr(ring.base, ring.head).filter(|&a| mem.read(a, &mut raw).is_ok());
+        if read.is_none() {
+            self.halt(dir);
+        }
+        read.map(|a| (a, reg::Desc::decode(&raw)))
+    }
+
+    /// Writes back `d`, the head descriptor of ring `dir` at `daddr`, and
+    /// advances the head; `false` (the ring halted with `RING_DMA`, the
+    /// descriptor not consumed) if the write-back fails.
+    fn complete(&mut self, mem: &mut dyn GuestMemory, dir: Dir, daddr: u64, d: &reg::Desc) -> bool {
+        let written = daddr
+            .checked_add(reg::Desc::WRITEBACK_OFFSET as u64)
+            .is_some_and(|wb| mem.write(wb, &d.writeback()).is_ok());
+        if !written {
+            self.halt(dir);
+            return false;
+        }
+        let ring = self.ring(dir);
+        ring.head = reg::ring_next(ring.head, ring.size);
+        true
+    }
+
+    /// Stops ring `dir` on a descriptor it cannot read or write back.
+    fn halt(&mut self, dir: Dir) {
+        let ring = self.ring(dir);
+        ring.halted = true;
+        let head = ring.head;
+        self.error(ErrBits::ZERO.ring_dma(), head);
+    }
+
+    /// LinkUp as the driver sees it: the PHY's, while the port is enabled
+    /// and not waiting for the link to go down after a reset.
+    fn link_up(&self) -> bool {
+        self.link_up && self.enabled && !self.reset_pending
+    }
+
+    /// Sets causes `bits`; those that were clear are edges.
+    fn cause(&mut self, bits: u32) {
+        self.irq_edge |= bits & !self.int_cause;
         self.int_cause |= bits;
     }
 
@@ -280,8 +342,12 @@ pub struct Controller {
     gerr: u32,
     gint_cause: u32,
     gint_mask: u32,
-    gint_edge: bool,
+    /// Global causes that went 0 → 1 (or were unmasked while set).
+    gint_edge: u32,
     scratch: u32,
+    /// The `BAD_ACCESS` register (reset to 0; the lifetime total is in
+    /// [`DeviceCounters::bad_access`]).
+    bad_access: u32,
     ports: Vec<Port>,
     counters: DeviceCounters,
     mem: Box<dyn GuestMemory>,
@@ -318,8 +384,9 @@ impl Controller {
             gerr: 0,
             gint_cause: 0,
             gint_mask: reg::GINT_MASK::FIELDS,
-            gint_edge: false,
+            gint_edge: 0,
             scratch: 0,
+            bad_access: 0,
             ports: (0..n).map(|_| Port::new()).collect(),
             counters: DeviceCounters::default(),
             mem,
@@ -377,18 +444,23 @@ impl Controller {
 
     /// Back to the reset values (CTRL.RESET, vfio-user reset, guest
     /// restart). Rings, causes, masks and counters are cleared; ports are
-    /// disabled (so their links go down).
+    /// disabled, so their links go down: a port whose link was up stays
+    /// disabled for the fabric until the fabric has taken the link down
+    /// ([`Controller::set_link`] with `false`), even if the driver enables
+    /// it again at once.
     pub fn reset(&mut self) {
         self.enabled = false;
         self.gerr = 0;
         self.gint_cause = 0;
         self.gint_mask = reg::GINT_MASK::FIELDS;
-        self.gint_edge = false;
+        self.gint_edge = 0;
         self.scratch = 0;
+        self.bad_access = 0;
         for p in &mut self.ports {
             let link_up = p.link_up;
             *p = Port::new();
             p.link_up = link_up;
+            p.reset_pending = link_up;
         }
         self.counters.resets += 1;
     }
@@ -397,11 +469,28 @@ impl Controller {
 
     fn bad_access(&mut self) {
         self.counters.bad_access += 1;
-        if self.gerr & GERR_BAD_ACCESS == 0 {
-            self.gint_edge = true;
-        }
+        self.bad_access = self.bad_access.wrapping_add(1);
         self.gerr |= GERR_BAD_ACCESS;
-        self.gint_cause |= GINT_ERROR;
+        self.sync_global_error();
+    }
+
+    /// Sets global causes `bits`; those that were clear are edges.
+    fn global_cause(&mut self, bits: u32) {
+        self.gint_edge |= bits & !self.gint_cause;
+        self.gint_cause |= bits;
+    }
+
+    /// `GERR.PORT` while any port has an error in `ERR_STATUS`, and
+    /// `GINT_CAUSE.ERROR` while `GERR` is non-zero: both are set again as
+    /// soon as they are cleared with their source still there, so a new
+    /// error is never hidden behind one that was already reported.
+    fn sync_global_error(&mut self) {
+        if self.ports.iter().any(|p| p.err_status != 0) {
+            self.gerr |= GERR_PORT;
+        }
+        if self.gerr != 0 {
+            self.global_cause(GINT_ERROR);
+        }
     }
 
     /// A BAR0 read of `data.len()` bytes at `off`. Only aligned 4- and
@@ -464,7 +553,7 @@ impl Controller {
                     .ports
                     .iter()
                     .enumerate()
-                    .filter(|(_, p)| p.link_up && p.enabled)
+                    .filter(|(_, p)| p.link_up())
                     .fold(0u32, |m, (i, _)| m | 1 << i);
                 reg::STATUS::ZERO
                     .enabled()
@@ -475,7 +564,7 @@ impl Controller {
             }
             reg::GERR::OFFSET => self.gerr,
             reg::SCRATCH::OFFSET => self.scratch,
-            reg::BAD_ACCESS::OFFSET => lo(self.counters.bad_access),
+            reg::BAD_ACCESS::OFFSET => self.bad_access,
             reg::GINT_CAUSE::OFFSET => self.gint_cause,
             reg::GINT_MASK::OFFSET => self.gint_mask,
             _ => {
@@ -506,7 +595,7 @@ impl Controller {
         Some(match r {
             reg::PHY_STATUS::OFFSET => reg::PHY_STATUS::ZERO
                 .link_up()
-                .set(p.link_up && p.enabled)
+                .set(p.link_up())
                 .training()
                 .set(p.training)
                 .enabled()
@@ -573,28 +662,21 @@ impl Controller {
             reg::GINT_MASK::OFFSET => {
                 let unmasked = self.gint_mask & !v;
                 self.gint_mask = v & reg::GINT_MASK::FIELDS;
-                if unmasked & self.gint_cause != 0 {
-                    self.gint_edge = true;
-                }
+                self.gint_edge |= unmasked & self.gint_cause;
             }
-            reg::GINT_TEST::OFFSET => {
-                let bits = v & reg::GINT_TEST::FIELDS;
-                if bits & !self.gint_cause != 0 {
-                    self.gint_edge = true;
-                }
-                self.gint_cause |= bits;
-            }
+            reg::GINT_TEST::OFFSET => self.global_cause(v & reg::GINT_TEST::FIELDS),
             _ => {
-                if let Some((port, r)) = reg::split_port_reg(off) {
-                    if (port as usize) < self.ports.len()
-                        && self.write_port(port as usize, r, v, now)
-                    {
-                        return;
-                    }
+                let written = reg::split_port_reg(off).is_some_and(|(port, r)| {
+                    (port as usize) < self.ports.len() && self.write_port(port as usize, r, v, now)
+                });
+                if !written {
+                    self.bad_access();
                 }
-                self.bad_access();
             }
         }
+        // A write may record a port error, or clear GERR or the cause while
+        // their source remains.
+        self.sync_global_error();
     }
 
     /// Writes register `r` (its port-0 offset) of `port`; `false` if `r`
@@ -680,9 +762,7 @@ impl Controller {
             reg::INT_MASK::OFFSET => {
                 let unmasked = p.int_mask & !v;
                 p.int_mask = v & reg::INT_MASK::FIELDS;
-                if unmasked & p.int_cause != 0 {
-                    p.irq_edge = true;
-                }
+                p.irq_edge |= unmasked & p.int_cause;
             }
             reg::INT_MODERATION::OFFSET => {
                 p.moderation_us = reg::INT_MODERATION::from_raw(v).us().get();
@@ -698,29 +778,21 @@ impl Controller {
     /// Sends the MSI-X messages that are due: a vector fires when one of
     /// its unmasked causes went from 0 to 1 (or was unmasked while set),
     /// at most once per moderation interval (a message held back by
-    /// moderation is sent when the interval ends).
+    /// moderation is sent when the interval ends, unless the driver
+    /// cleared the causes meanwhile).
     pub fn update_irqs(&mut self, now: u64) {
-        let any_port_err = self.ports.iter().any(|p| p.err_status != 0);
-        if any_port_err && self.gerr & GERR_PORT == 0 {
-            self.gerr |= GERR_PORT;
-            if self.gint_cause & GINT_ERROR == 0 {
-                self.gint_edge = true;
-            }
-            self.gint_cause |= GINT_ERROR;
-        }
-        if self.gint_edge && self.gint_cause & !self.gint_mask != 0 {
-            self.gint_edge = false;
+        self.sync_global_error();
+        // An edge of a masked cause fires when it is unmasked (the mask
+        // write records that edge); one whose cause was cleared is gone.
+        self.gint_edge &= self.gint_cause & !self.gint_mask;
+        if self.gint_edge != 0 {
+            self.gint_edge = 0;
             self.counters.interrupts += 1;
             self.irq.raise(reg::VECTOR_GLOBAL);
-        } else if self.gint_cause & !self.gint_mask == 0 {
-            self.gint_edge = false;
         }
         for (i, p) in self.ports.iter_mut().enumerate() {
-            if !p.irq_edge {
-                continue;
-            }
-            if p.int_cause & !p.int_mask == 0 {
-                p.irq_edge = false;
+            p.irq_edge &= p.int_cause & !p.int_mask;
+            if p.irq_edge == 0 {
                 continue;
             }
             let gap = u64::from(p.moderation_us) * 1000;
@@ -729,7 +801,7 @@ impl Controller {
                     continue;
                 }
             }
-            p.irq_edge = false;
+            p.irq_edge = 0;
             p.last_irq = Some(now);
             p.c.interrupts += 1;
             self.irq.raise(reg::port_vector(i as u32));
@@ -740,7 +812,7 @@ impl Controller {
     pub fn next_irq_deadline(&self) -> Option<u64> {
         self.ports
             .iter()
-            .filter(|p| p.irq_edge && p.int_cause & !p.int_mask != 0)
+            .filter(|p| p.irq_edge & p.int_cause & !p.int_mask != 0)
             .filter_map(|p| {
                 p.last_irq
                     .map(|l| l.saturating_add(u64::from(p.moderation_us) * 1000))
@@ -750,9 +822,14 @@ impl Controller {
 
     // ----- PHY side -------------------------------------------------------
 
-    /// Whether the driver enabled `port`.
+    /// Whether the driver enabled `port` (and, after a reset, the fabric
+    /// has taken its link down since).
     pub fn port_enabled(&self, port: usize) -> bool {
-        self.enabled && self.ports.get(port).is_some_and(|p| p.enabled)
+        self.enabled
+            && self
+                .ports
+                .get(port)
+                .is_some_and(|p| p.enabled && !p.reset_pending)
     }
 
     /// The PHY's line rate of `port` (flits per second), as reported in
@@ -768,6 +845,9 @@ impl Controller {
         let Some(p) = self.ports.get_mut(port) else {
             return;
         };
+        if !up {
+            p.reset_pending = false;
+        }
         if p.link_up != up {
             p.link_up = up;
             if !up {
@@ -816,7 +896,8 @@ impl Controller {
     /// Takes up to `max_bytes` (at least one descriptor if any is pending)
     /// of flits from `port`'s TX ring and returns them for the wire.
     /// Bad descriptors are completed with an error and skipped; an
-    /// unreadable ring halts.
+    /// unreadable ring halts. A descriptor is consumed only once its
+    /// write-back succeeded: until then its flits are not sent.
     pub fn pull_tx(&mut self, port: usize, max_bytes: usize, out: &mut Vec<u8>) {
         if !self.enabled {
             return;
@@ -828,50 +909,40 @@ impl Controller {
         if !p.enabled || !p.link_up || p.training {
             return;
         }
+        let mem = self.mem.as_mut();
         let mut done = 0u32;
         let start = out.len();
         while p.tx.pending() > 0 && done < budget && out.len() - start < max_bytes.max(1) {
             let idx = p.tx.head;
-            let Some(daddr) = reg::desc_addr(p.tx.base, idx) else {
-                p.tx.halted = true;
-                p.error(ErrBits::ZERO.ring_dma(), idx);
+            let Some((daddr, mut d)) = p.head_desc(mem, Dir::Tx) else {
                 break;
             };
-            let mut raw = [0u8; reg::DESC_BYTES];
-            if self.mem.read(daddr, &mut raw).is_err() {
-                p.tx.halted = true;
-                p.error(ErrBits::ZERO.ring_dma(), idx);
-                break;
-            }
-            let mut d = reg::Desc::decode(&raw);
             let len = u32::from(d.len);
-            let mut status = reg::DESC_STATUS::ok();
-            if len == 0 || len % reg::FLIT_BYTES != 0 || len > reg::MAX_XFER_BYTES {
-                status = reg::DESC_STATUS::failed(ErrBits::ZERO.tx_desc());
-                p.error(ErrBits::ZERO.tx_desc(), idx);
-                d.done_len = 0;
+            let at = out.len();
+            let failed = if len == 0 || len % reg::FLIT_BYTES != 0 || len > reg::MAX_XFER_BYTES {
+                Some(ErrBits::ZERO.tx_desc())
             } else {
-                let at = out.len();
                 out.resize(at + len as usize, 0);
-                if self.mem.read(d.addr, &mut out[at..]).is_err() {
-                    out.truncate(at);
-                    status = reg::DESC_STATUS::failed(ErrBits::ZERO.tx_dma());
-                    p.error(ErrBits::ZERO.tx_dma(), idx);
-                    d.done_len = 0;
-                } else {
-                    d.done_len = d.len;
-                    p.c.tx_flits += u64::from(len / reg::FLIT_BYTES);
-                }
-            }
-            d.status = status.into_raw();
+                mem.read(d.addr, &mut out[at..])
+                    .err()
+                    .map(|_| ErrBits::ZERO.tx_dma())
+            };
+            d.done_len = if failed.is_some() { 0 } else { d.len };
+            d.status = failed
+                .map_or(reg::DESC_STATUS::ok(), reg::DESC_STATUS::failed)
+                .into_raw();
             d.lost = 0;
-            let wb = daddr + reg::Desc::WRITEBACK_OFFSET as u64;
-            if self.mem.write(wb, &d.writeback()).is_err() {
-                p.tx.halted = true;
-                p.error(ErrBits::ZERO.ring_dma(), idx);
+            if !p.complete(mem, Dir::Tx, daddr, &d) {
+                out.truncate(at);
                 break;
             }
-            p.tx.head = reg::ring_next(idx, p.tx.size);
+            match failed {
+                Some(err) => {
+                    out.truncate(at);
+                    p.error(err, idx);
+                }
+                None => p.c.tx_flits += u64::from(len / reg::FLIT_BYTES),
+            }
             p.c.tx_descs += 1;
             done += 1;
         }
@@ -924,7 +995,7 @@ impl Controller {
             (p.tx.pending() > 0 && p.link_up && p.enabled)
                 || (!p.rx_fifo.is_empty() && p.rx.pending() > 0)
                 || p.retrain_requested
-                || p.irq_edge
+                || p.irq_edge != 0
         })
     }
 
@@ -933,41 +1004,39 @@ impl Controller {
         self.ports.get(port).map_or(0, |p| p.rx_bytes)
     }
 
-    /// Moves received flits into posted RX buffers (every port). A buffer
-    /// holds data that was contiguous on the wire: a loss starts a new
-    /// buffer, which carries `DESC_LOST` and the lost flit count.
+    /// Moves received flits into posted RX buffers (every port; nothing
+    /// while the device is disabled). A buffer holds data that was
+    /// contiguous on the wire: a loss starts a new buffer, which carries
+    /// `DESC_STATUS.LOST` and the lost flit count. A buffer must lie in
+    /// guest memory as a whole, and data leaves the FIFO only once its
+    /// descriptor's write-back succeeded.
     pub fn service_rx(&mut self) {
+        if !self.enabled {
+            return;
+        }
         let budget = self.cfg.budget;
+        let mem = self.mem.as_mut();
         for p in self.ports.iter_mut() {
             let mut done = 0u32;
             while !p.rx_fifo.is_empty() && p.rx.pending() > 0 && done < budget {
                 let idx = p.rx.head;
-                let Some(daddr) = reg::desc_addr(p.rx.base, idx) else {
-                    p.rx.halted = true;
-                    p.error(ErrBits::ZERO.ring_dma(), idx);
+                let Some((daddr, mut d)) = p.head_desc(mem, Dir::Rx) else {
                     break;
                 };
-                let mut raw = [0u8; reg::DESC_BYTES];
-                if self.mem.read(daddr, &mut raw).is_err() {
-                    p.rx.halted = true;
-                    p.error(ErrBits::ZERO.ring_dma(), idx);
-                    break;
-                }
-                let mut d = reg::Desc::decode(&raw);
                 let cap = (u32::from(d.len).min(reg::MAX_XFER_BYTES) / reg::FLIT_BYTES
                     * reg::FLIT_BYTES) as usize;
-                let mut status = reg::DESC_STATUS::ok();
                 d.done_len = 0;
                 d.lost = 0;
-                if cap == 0 {
+                let mut status = reg::DESC_STATUS::ok();
+                let mut plan = Vec::new();
+                let mut taken = 0;
+                if cap == 0 || !mem.contains(d.addr, usize::from(d.len)) {
                     status = reg::DESC_STATUS::failed(ErrBits::ZERO.rx_desc());
-                    p.error(ErrBits::ZERO.rx_desc(), idx);
                 } else {
                     // Gather contiguous data: the first segment's loss
                     // mark, then segments without one.
                     let mut chunk = Vec::with_capacity(cap);
                     let mut lost = 0u32;
-                    let mut plan = Vec::new();
                     for (i, seg) in p.rx_fifo.iter().enumerate() {
                         if i > 0 && seg.lost > 0 {
                             break;
@@ -983,24 +1052,12 @@ impl Controller {
                             break;
                         }
                     }
-                    if self.mem.write(d.addr, &chunk).is_err() {
+                    if mem.write(d.addr, &chunk).is_err() {
                         status = reg::DESC_STATUS::failed(ErrBits::ZERO.rx_desc());
-                        p.error(ErrBits::ZERO.rx_desc(), idx);
+                        plan.clear();
                     } else {
-                        for (i, n) in plan.into_iter().enumerate() {
-                            if let Some(seg) = p.rx_fifo.front_mut() {
-                                if i == 0 {
-                                    seg.lost = 0;
-                                }
-                                seg.off += n;
-                                if seg.off >= seg.data.len() {
-                                    p.rx_fifo.pop_front();
-                                }
-                            }
-                        }
-                        p.rx_bytes -= chunk.len();
-                        d.done_len = chunk.len() as u16;
-                        p.c.rx_flits += (chunk.len() / reg::FLIT_BYTES as usize) as u64;
+                        taken = chunk.len();
+                        d.done_len = taken as u16;
                         if lost > 0 {
                             status = status.lost().set(true);
                             d.lost = lost.min(u32::from(u16::MAX)) as u16;
@@ -1008,13 +1065,26 @@ impl Controller {
                     }
                 }
                 d.status = status.into_raw();
-                let wb = daddr + reg::Desc::WRITEBACK_OFFSET as u64;
-                if self.mem.write(wb, &d.writeback()).is_err() {
-                    p.rx.halted = true;
-                    p.error(ErrBits::ZERO.ring_dma(), idx);
+                if !p.complete(mem, Dir::Rx, daddr, &d) {
+                    // Not completed: the data stays for the next buffer.
                     break;
                 }
-                p.rx.head = reg::ring_next(idx, p.rx.size);
+                if status.err().is_set() {
+                    p.error(ErrBits::ZERO.rx_desc(), idx);
+                }
+                for (i, n) in plan.into_iter().enumerate() {
+                    if let Some(seg) = p.rx_fifo.front_mut() {
+                        if i == 0 {
+                            seg.lost = 0;
+                        }
+                        seg.off += n;
+                        if seg.off >= seg.data.len() {
+                            p.rx_fifo.pop_front();
+                        }
+                    }
+                }
+                p.rx_bytes -= taken;
+                p.c.rx_flits += (taken / reg::FLIT_BYTES as usize) as u64;
                 p.c.rx_descs += 1;
                 done += 1;
             }

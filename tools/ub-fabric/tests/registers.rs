@@ -51,7 +51,10 @@ fn layout_is_consistent() {
 /// their offset, per-port ones at port 0's.
 #[test]
 fn documentation_matches_the_table() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../Documentation/ub/controller.rst");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../Documentation/ub/controller.rst"
+    );
     let doc = std::fs::read_to_string(path).expect("controller.rst");
     let mut documented = Vec::new();
     let mut per_port = false;
@@ -103,7 +106,11 @@ fn port_register_helpers() {
     assert_eq!(reg::port_reg(1, reg::RX_TAIL::OFFSET), Some(0x1150));
     assert_eq!(reg::port_reg(reg::MAX_PORTS, reg::PORT_BASE), None);
     assert_eq!(reg::port_reg(0, reg::PORT_BASE + reg::PORT_STRIDE), None);
-    assert_eq!(reg::port_reg(0, reg::CTRL::OFFSET), None, "a global register");
+    assert_eq!(
+        reg::port_reg(0, reg::CTRL::OFFSET),
+        None,
+        "a global register"
+    );
     for p in 0..reg::MAX_PORTS {
         for r in [reg::PORT_BASE, reg::TX_TAIL::OFFSET, reg::DOORBELLS::OFFSET] {
             let off = reg::port_reg(p, r).expect("reg");
