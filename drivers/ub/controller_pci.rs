@@ -292,8 +292,8 @@ fn identify(pdev: &pci::Device<Core<'_>>, bar: &pci::Bar<'_, BAR0_SIZE>) -> Resu
         return Err(ENODEV);
     }
     // Register writes reach the device and read back.
-    bar.write_reg(SCRATCH::zeroed().with_value(SCRATCH_PATTERN));
-    let scratch = bar.read(SCRATCH).value().get();
+    bar.write_reg(SCRATCH::from_raw(SCRATCH_PATTERN));
+    let scratch = bar.read(SCRATCH).into_raw();
     bar.write_reg(SCRATCH::zeroed());
     if scratch != SCRATCH_PATTERN {
         dev_err!(pdev, "SCRATCH reads {:#010x}\n", scratch);

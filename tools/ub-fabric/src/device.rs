@@ -135,14 +135,29 @@ struct Ring {
 }
 
 impl Ring {
-    /// The `TX_CTRL` / `RX_CTRL` value (one layout, checked below).
+    /// The `RING_CTRL` value.
     fn ctrl(&self) -> u32 {
-        reg::TX_CTRL::ZERO
+        reg::RING_CTRL::ZERO
             .enable()
             .set(self.enabled)
             .halted()
             .set(self.halted)
             .into_raw()
+    }
+
+    /// Reads the ring's register at `rel` in its block, or `None` if
+    /// `rel` names no ring register.
+    fn read(&self, rel: u32) -> Option<u32> {
+        let (lo, hi) = reg::split_u64(self.base);
+        Some(match rel {
+            reg::RING_BASE_LO::OFFSET => lo,
+            reg::RING_BASE_HI::OFFSET => hi,
+            reg::RING_SIZE::OFFSET => self.size,
+            reg::RING_HEAD::OFFSET => self.head,
+            reg::RING_TAIL::OFFSET => self.tail,
+            reg::RING_CTRL::OFFSET => self.ctrl(),
+            _ => return None,
+        })
     }
 
     fn pending(&self) -> u32 {
@@ -216,6 +231,74 @@ impl Port {
             Dir::Tx => &mut self.tx,
             Dir::Rx => &mut self.rx,
         }
+    }
+
+    fn ring_ref(&self, dir: Dir) -> &Ring {
+        match dir {
+            Dir::Tx => &self.tx,
+            Dir::Rx => &self.rx,
+        }
+    }
+
+    /// Writes the register at `rel` in ring `dir`'s block; `false` if `rel`
+    /// names no writable ring register. Base and size are writable only
+    /// while the ring is disabled (`RING_BUSY` otherwise).
+    fn write_ring(&mut self, dir: Dir, rel: u32, v: u32) -> bool {
+        let ring = *self.ring_ref(dir);
+        let mut new = ring;
+        match rel {
+            reg::RING_BASE_LO::OFFSET => new.base = reg::join_u64(v, reg::split_u64(ring.base).1),
+            reg::RING_BASE_HI::OFFSET => new.base = reg::join_u64(reg::split_u64(ring.base).0, v),
+            reg::RING_SIZE::OFFSET => new.size = v,
+            reg::RING_CTRL::OFFSET => {
+                if !reg::RING_CTRL::from_raw(v).enable().is_set() {
+                    new = Ring {
+                        enabled: false,
+                        halted: false,
+                        head: 0,
+                        tail: 0,
+                        ..ring
+                    };
+                } else if !ring.enabled {
+                    if !reg::ring_size_ok(ring.size)
+                        || ring.base % reg::DESC_BYTES as u64 != 0
+                        || reg::desc_addr(ring.base, ring.size).is_none()
+                    {
+                        self.error(ErrBits::ZERO.ring_cfg(), 0);
+                        return true;
+                    }
+                    new = Ring {
+                        enabled: true,
+                        halted: false,
+                        head: 0,
+                        tail: 0,
+                        ..ring
+                    };
+                }
+                *self.ring(dir) = new;
+                return true;
+            }
+            reg::RING_TAIL::OFFSET => {
+                self.c.doorbells += 1;
+                if !ring.enabled || v >= ring.size {
+                    self.error(ErrBits::ZERO.doorbell(), v);
+                    return true;
+                }
+                if v == ring.tail {
+                    self.c.idle_doorbells += 1;
+                }
+                self.ring(dir).tail = v;
+                return true;
+            }
+            _ => return false,
+        }
+        // Base and size.
+        if ring.enabled {
+            self.error(ErrBits::ZERO.ring_busy(), 0);
+        } else {
+            *self.ring(dir) = new;
+        }
+        true
     }
 
     /// The descriptor at the head of ring `dir` and its address, or `None`
@@ -320,9 +403,21 @@ const GERR_PORT: u32 = reg::GERR::ZERO.port().mask();
 const GINT_ERROR: u32 = reg::GINT_CAUSE::ZERO.error().mask();
 
 // `Ring::ctrl` serves both rings; INT_MASK masks INT_CAUSE bit for bit.
-const _: () = assert!(reg::TX_CTRL::FIELDS == reg::RX_CTRL::FIELDS);
+// Masks and the test register have one bit per cause.
 const _: () = assert!(reg::INT_MASK::FIELDS == reg::INT_CAUSE::FIELDS);
 const _: () = assert!(reg::GINT_MASK::FIELDS == reg::GINT_CAUSE::FIELDS);
+const _: () = assert!(reg::GINT_TEST::FIELDS == reg::GINT_CAUSE::FIELDS);
+
+/// The ring block a port-0 offset falls in, and its offset there (whether
+/// it names a ring register is for the ring to say).
+fn ring_block(off: u32) -> Option<(Dir, u32)> {
+    use reg::{RegisterBase, Ring};
+    let rx = <reg::RxRing as RegisterBase<Ring>>::BASE;
+    let tx = <reg::TxRing as RegisterBase<Ring>>::BASE;
+    [(Dir::Rx, rx), (Dir::Tx, tx)]
+        .into_iter()
+        .find_map(|(dir, base)| off.checked_sub(base).map(|rel| (dir, rel)))
+}
 
 /// Device-level counters.
 #[derive(Debug, Default, Clone, Copy, Serialize)]
@@ -590,8 +685,9 @@ impl Controller {
         let flit_rate_k = self.rate_kfps.get(port).copied().unwrap_or(0);
         let lane_rate =
             (u64::from(flit_rate_k) * 160 / 1000 / u64::from(self.cfg.lanes.max(1))) as u32;
-        let (tx_lo, tx_hi) = reg::split_u64(p.tx.base);
-        let (rx_lo, rx_hi) = reg::split_u64(p.rx.base);
+        if let Some(v) = ring_block(r).and_then(|(dir, rel)| p.ring_ref(dir).read(rel)) {
+            return Some(v);
+        }
         Some(match r {
             reg::PHY_STATUS::OFFSET => reg::PHY_STATUS::ZERO
                 .link_up()
@@ -615,18 +711,6 @@ impl Controller {
             reg::PHY_BIT_ERRORS::OFFSET => lo(phy.0),
             reg::PHY_FEC_FAILS::OFFSET => lo(phy.1),
             reg::PHY_LINK_DOWNS::OFFSET => lo(phy.2),
-            reg::TX_BASE_LO::OFFSET => tx_lo,
-            reg::TX_BASE_HI::OFFSET => tx_hi,
-            reg::TX_SIZE::OFFSET => p.tx.size,
-            reg::TX_HEAD::OFFSET => p.tx.head,
-            reg::TX_TAIL::OFFSET => p.tx.tail,
-            reg::TX_CTRL::OFFSET => p.tx.ctrl(),
-            reg::RX_BASE_LO::OFFSET => rx_lo,
-            reg::RX_BASE_HI::OFFSET => rx_hi,
-            reg::RX_SIZE::OFFSET => p.rx.size,
-            reg::RX_HEAD::OFFSET => p.rx.head,
-            reg::RX_TAIL::OFFSET => p.rx.tail,
-            reg::RX_CTRL::OFFSET => p.rx.ctrl(),
             reg::INT_CAUSE::OFFSET => p.int_cause,
             reg::INT_MASK::OFFSET => p.int_mask,
             reg::INT_MODERATION::OFFSET => p.moderation_us,
@@ -685,19 +769,10 @@ impl Controller {
         let Some(p) = self.ports.get_mut(port) else {
             return false;
         };
-        fn ring_reg(p: &mut Port, tx: bool, f: impl FnOnce(&mut Ring)) {
-            let ring = if tx { &mut p.tx } else { &mut p.rx };
-            if ring.enabled {
-                p.error(ErrBits::ZERO.ring_busy(), 0);
-            } else {
-                f(ring);
+        if let Some((dir, rel)) = ring_block(r) {
+            if p.write_ring(dir, rel, v) {
+                return true;
             }
-        }
-        fn base_lo(r: &mut Ring, v: u32) {
-            r.base = reg::join_u64(v, reg::split_u64(r.base).1);
-        }
-        fn base_hi(r: &mut Ring, v: u32) {
-            r.base = reg::join_u64(reg::split_u64(r.base).0, v);
         }
         match r {
             reg::PHY_CTRL::OFFSET => {
@@ -705,57 +780,6 @@ impl Controller {
                 p.enabled = ctrl.enable().is_set();
                 if ctrl.retrain().is_set() && p.enabled {
                     p.retrain_requested = true;
-                }
-            }
-            reg::TX_BASE_LO::OFFSET => ring_reg(p, true, |r| base_lo(r, v)),
-            reg::TX_BASE_HI::OFFSET => ring_reg(p, true, |r| base_hi(r, v)),
-            reg::TX_SIZE::OFFSET => ring_reg(p, true, |r| r.size = v),
-            reg::RX_BASE_LO::OFFSET => ring_reg(p, false, |r| base_lo(r, v)),
-            reg::RX_BASE_HI::OFFSET => ring_reg(p, false, |r| base_hi(r, v)),
-            reg::RX_SIZE::OFFSET => ring_reg(p, false, |r| r.size = v),
-            reg::TX_CTRL::OFFSET | reg::RX_CTRL::OFFSET => {
-                let tx = r == reg::TX_CTRL::OFFSET;
-                let ring = if tx { p.tx } else { p.rx };
-                let mut new = ring;
-                if !reg::TX_CTRL::from_raw(v).enable().is_set() {
-                    new.enabled = false;
-                    new.halted = false;
-                    new.head = 0;
-                    new.tail = 0;
-                } else if !ring.enabled {
-                    if !reg::ring_size_ok(ring.size)
-                        || ring.base % reg::DESC_BYTES as u64 != 0
-                        || reg::desc_addr(ring.base, ring.size).is_none()
-                    {
-                        p.error(ErrBits::ZERO.ring_cfg(), 0);
-                        return true;
-                    }
-                    new.enabled = true;
-                    new.halted = false;
-                    new.head = 0;
-                    new.tail = 0;
-                }
-                if tx {
-                    p.tx = new;
-                } else {
-                    p.rx = new;
-                }
-            }
-            reg::TX_TAIL::OFFSET | reg::RX_TAIL::OFFSET => {
-                let tx = r == reg::TX_TAIL::OFFSET;
-                p.c.doorbells += 1;
-                let ring = if tx { p.tx } else { p.rx };
-                if !ring.enabled || v >= ring.size {
-                    p.error(ErrBits::ZERO.doorbell(), v);
-                    return true;
-                }
-                if v == ring.tail {
-                    p.c.idle_doorbells += 1;
-                }
-                if tx {
-                    p.tx.tail = v;
-                } else {
-                    p.rx.tail = v;
                 }
             }
             reg::INT_CAUSE::OFFSET => p.int_cause &= !v,

@@ -93,24 +93,24 @@ fn preg(port: u32, r: u32) -> u32 {
 fn ring(c: &mut Controller, tx: bool, base: u64, size: u32) {
     let (lo, hi, sz, ctrl) = if tx {
         (
-            reg::TX_BASE_LO::OFFSET,
-            reg::TX_BASE_HI::OFFSET,
-            reg::TX_SIZE::OFFSET,
-            reg::TX_CTRL::OFFSET,
+            reg::RING_BASE_LO::of::<reg::TxRing>(),
+            reg::RING_BASE_HI::of::<reg::TxRing>(),
+            reg::RING_SIZE::of::<reg::TxRing>(),
+            reg::RING_CTRL::of::<reg::TxRing>(),
         )
     } else {
         (
-            reg::RX_BASE_LO::OFFSET,
-            reg::RX_BASE_HI::OFFSET,
-            reg::RX_SIZE::OFFSET,
-            reg::RX_CTRL::OFFSET,
+            reg::RING_BASE_LO::of::<reg::RxRing>(),
+            reg::RING_BASE_HI::of::<reg::RxRing>(),
+            reg::RING_SIZE::of::<reg::RxRing>(),
+            reg::RING_CTRL::of::<reg::RxRing>(),
         )
     };
     let (blo, bhi) = reg::split_u64(base);
     c.write32(preg(0, lo), blo, 0);
     c.write32(preg(0, hi), bhi, 0);
     c.write32(preg(0, sz), size, 0);
-    c.write32(preg(0, ctrl), reg::TX_CTRL::ZERO.enable().mask(), 0);
+    c.write32(preg(0, ctrl), reg::RING_CTRL::ZERO.enable().mask(), 0);
     c.write32(
         preg(0, reg::PHY_CTRL::OFFSET),
         reg::PHY_CTRL::ZERO.enable().mask(),
@@ -228,7 +228,7 @@ fn port_error_with_gerr_port_set_raises_the_cause() {
     let (mem, irqs) = (Memory::new(), Irqs::default());
     let mut c = controller(&mem, &irqs);
     c.bar_write(u64::from(reg::GINT_MASK::OFFSET), &0u32.to_le_bytes(), 0);
-    let tail = u64::from(preg(0, reg::TX_TAIL::OFFSET));
+    let tail = u64::from(preg(0, reg::RING_TAIL::of::<reg::TxRing>()));
     // A doorbell on a disabled ring is a port error.
     c.bar_write(tail, &1u32.to_le_bytes(), 0);
     assert_ne!(
@@ -253,7 +253,7 @@ fn handled_global_error_stays_quiet() {
     let (mem, irqs) = (Memory::new(), Irqs::default());
     let mut c = controller(&mem, &irqs);
     c.bar_write(u64::from(reg::GINT_MASK::OFFSET), &0u32.to_le_bytes(), 0);
-    let tail = u64::from(preg(0, reg::TX_TAIL::OFFSET));
+    let tail = u64::from(preg(0, reg::RING_TAIL::of::<reg::TxRing>()));
     c.bar_write(tail, &1u32.to_le_bytes(), 0);
     c.bar_read(2, &mut [0u8; 4]);
     let err = c.read32(preg(0, reg::ERR_STATUS::OFFSET));
@@ -278,11 +278,11 @@ fn no_rx_dma_while_the_device_is_disabled() {
     let mut c = controller(&mem, &irqs);
     ring(&mut c, false, RING_BASE, 8);
     put_desc(&mut c, RING_BASE, 0, BUF0, 640);
-    c.write32(preg(0, reg::RX_TAIL::OFFSET), 1, 0);
+    c.write32(preg(0, reg::RING_TAIL::of::<reg::RxRing>()), 1, 0);
     c.push_rx(0, 0, &[0xab; 40]);
     c.write32(reg::CTRL::OFFSET, 0, 0);
     c.service_rx();
-    assert_eq!(c.read32(preg(0, reg::RX_HEAD::OFFSET)), 0);
+    assert_eq!(c.read32(preg(0, reg::RING_HEAD::of::<reg::RxRing>())), 0);
     let mut buf = [0u8; 40];
     c.memory_mut().read(BUF0, &mut buf).expect("buf");
     assert_eq!(buf, [0; 40], "nothing written while disabled");
@@ -301,7 +301,7 @@ fn rx_buffer_straddling_the_end_of_memory_is_refused() {
     let end = MEM_BASE + MEM_SIZE as u64;
     put_desc(&mut c, RING_BASE, 0, end - 40, 640);
     put_desc(&mut c, RING_BASE, 1, BUF1, 640);
-    c.write32(preg(0, reg::RX_TAIL::OFFSET), 2, 0);
+    c.write32(preg(0, reg::RING_TAIL::of::<reg::RxRing>()), 2, 0);
     c.push_rx(0, 0, &[0xcd; 20]);
     c.service_rx();
     let code = reg::ERR_STATUS::ZERO.rx_desc().shift() as u8;
@@ -322,7 +322,7 @@ fn tx_descriptor_that_cannot_be_written_back_sends_nothing() {
     ring(&mut c, true, RING_BASE, 8);
     put_desc(&mut c, RING_BASE, 0, BUF0, 40);
     mem.deny_writes(Some(RING_BASE..RING_BASE + 0x100));
-    c.write32(preg(0, reg::TX_TAIL::OFFSET), 1, 0);
+    c.write32(preg(0, reg::RING_TAIL::of::<reg::TxRing>()), 1, 0);
     let mut out = Vec::new();
     c.pull_tx(0, 4096, &mut out);
     assert!(
@@ -331,7 +331,7 @@ fn tx_descriptor_that_cannot_be_written_back_sends_nothing() {
         out.len()
     );
     assert_eq!(c.port_counters(0).expect("port").tx_flits, 0);
-    let ctrl = reg::TX_CTRL::from_raw(c.read32(preg(0, reg::TX_CTRL::OFFSET)));
+    let ctrl = reg::RING_CTRL::from_raw(c.read32(preg(0, reg::RING_CTRL::of::<reg::TxRing>())));
     assert!(ctrl.halted().is_set());
     let err = reg::ERR_STATUS::from_raw(c.read32(preg(0, reg::ERR_STATUS::OFFSET)));
     assert!(err.ring_dma().is_set());
@@ -345,23 +345,23 @@ fn rx_data_whose_completion_fails_is_kept_for_the_next_buffer() {
     let mut c = controller(&mem, &irqs);
     ring(&mut c, false, RING_BASE, 8);
     put_desc(&mut c, RING_BASE, 0, BUF0, 640);
-    c.write32(preg(0, reg::RX_TAIL::OFFSET), 1, 0);
+    c.write32(preg(0, reg::RING_TAIL::of::<reg::RxRing>()), 1, 0);
     mem.deny_writes(Some(RING_BASE..RING_BASE + 0x100));
     c.push_rx(0, 0, &[0xef; 60]);
     c.service_rx();
-    let ctrl = reg::RX_CTRL::from_raw(c.read32(preg(0, reg::RX_CTRL::OFFSET)));
+    let ctrl = reg::RING_CTRL::from_raw(c.read32(preg(0, reg::RING_CTRL::of::<reg::RxRing>())));
     assert!(ctrl.halted().is_set());
     assert_eq!(c.port_counters(0).expect("port").rx_flits, 0);
     // The driver restarts the ring and posts the buffer again.
     mem.deny_writes(None);
-    c.write32(preg(0, reg::RX_CTRL::OFFSET), 0, 0);
+    c.write32(preg(0, reg::RING_CTRL::of::<reg::RxRing>()), 0, 0);
     c.write32(
-        preg(0, reg::RX_CTRL::OFFSET),
-        reg::RX_CTRL::ZERO.enable().mask(),
+        preg(0, reg::RING_CTRL::of::<reg::RxRing>()),
+        reg::RING_CTRL::ZERO.enable().mask(),
         0,
     );
     put_desc(&mut c, RING_BASE, 0, BUF1, 640);
-    c.write32(preg(0, reg::RX_TAIL::OFFSET), 1, 0);
+    c.write32(preg(0, reg::RING_TAIL::of::<reg::RxRing>()), 1, 0);
     c.service_rx();
     let d = get_desc(&mut c, RING_BASE, 0);
     assert_eq!(d.done_len, 60, "the data was kept");

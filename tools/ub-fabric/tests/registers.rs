@@ -4,12 +4,28 @@
 
 use ub_proto::controller as reg;
 
+/// The ring blocks of port 0, by block name.
+fn ring_blocks() -> [u32; 2] {
+    use reg::{RegisterBase, Ring};
+    [
+        <reg::TxRing as RegisterBase<Ring>>::BASE,
+        <reg::RxRing as RegisterBase<Ring>>::BASE,
+    ]
+}
+
 /// Every BAR0 offset the table declares, with the register's name.
 fn all_offsets() -> Vec<(u32, &'static str)> {
     let mut v = Vec::new();
     for r in reg::REGISTERS {
-        for i in 0..r.copies {
-            v.push((r.offset + i * r.stride, r.name));
+        let bases: Vec<u32> = match r.block {
+            Some("Ring") => ring_blocks().to_vec(),
+            Some(other) => panic!("unknown block {other}"),
+            None => vec![0],
+        };
+        for base in bases {
+            for i in 0..r.copies {
+                v.push((base + r.offset + i * r.stride, r.name));
+            }
         }
     }
     v
@@ -33,7 +49,12 @@ fn layout_is_consistent() {
             assert_eq!(bits & m, 0, "{}.{f} overlaps", r.name);
             bits |= m;
         }
-        if r.copies > 1 {
+        if r.block.is_some() {
+            assert_eq!((r.copies, r.stride), (reg::MAX_PORTS, reg::PORT_STRIDE));
+            // Inside the block: the TX block ends where the RX one starts.
+            let [tx, rx] = ring_blocks();
+            assert!(r.offset < rx - tx, "{} outside its block", r.name);
+        } else if r.copies > 1 {
             assert_eq!((r.copies, r.stride), (reg::MAX_PORTS, reg::PORT_STRIDE));
             assert!((reg::PORT_BASE..reg::PORT_BASE + reg::PORT_STRIDE).contains(&r.offset));
         } else {
@@ -48,7 +69,7 @@ fn layout_is_consistent() {
 
 /// `controller.rst` describes the same registers at the same offsets as
 /// the table: its register rows (`0x...  ``NAME``  ...`), global ones at
-/// their offset, per-port ones at port 0's.
+/// their offset, per-port ones at port 0's, ring ones in their block.
 #[test]
 fn documentation_matches_the_table() {
     let path = concat!(
@@ -57,10 +78,12 @@ fn documentation_matches_the_table() {
     );
     let doc = std::fs::read_to_string(path).expect("controller.rst");
     let mut documented = Vec::new();
-    let mut per_port = false;
+    let mut base = 0;
     for line in doc.lines() {
         if line.starts_with("Per-port registers") {
-            per_port = true;
+            base = reg::PORT_BASE;
+        } else if line.starts_with("Ring registers") {
+            base = 0;
         }
         let mut words = line.split_whitespace();
         let (Some(off), Some(name)) = (words.next(), words.next()) else {
@@ -73,13 +96,14 @@ fn documentation_matches_the_table() {
             continue;
         };
         let off = u32::from_str_radix(hex, 16).expect("hex offset");
-        let off = if per_port { reg::PORT_BASE + off } else { off };
-        documented.push((name.to_string(), off));
+        documented.push((name.to_string(), base + off));
     }
-    let table: Vec<(String, u32)> = reg::REGISTERS
+    let mut table: Vec<(String, u32)> = reg::REGISTERS
         .iter()
         .map(|r| (r.name.to_string(), r.offset))
         .collect();
+    documented.sort();
+    table.sort();
     assert_eq!(documented, table, "controller.rst and the register table");
 }
 
@@ -96,14 +120,23 @@ fn fields_read_and_write_their_bits_only() {
     assert_eq!(reg::INT_CAUSE::FIELDS, 0x3f);
     assert_eq!(reg::ERR_STATUS::FIELDS, 0x7f);
     assert_eq!(reg::VERSION_VALUE, 0x0001_0000);
-    assert_eq!(reg::TX_TAIL::at(1), Some(0x1130));
-    assert_eq!(reg::TX_TAIL::at(reg::MAX_PORTS), None);
+    assert_eq!(reg::INT_CAUSE::at(1), Some(0x1160));
+    assert_eq!(reg::INT_CAUSE::at(reg::MAX_PORTS), None);
+    assert_eq!(reg::RING_TAIL::of::<reg::TxRing>(), 0x1030);
+    assert_eq!(reg::RING_TAIL::of::<reg::RxRing>(), 0x1050);
+    assert_eq!(reg::GINT_MASK::FIELDS, reg::GINT_CAUSE::FIELDS);
 }
 
 #[test]
 fn port_register_helpers() {
-    assert_eq!(reg::port_reg(0, reg::TX_TAIL::OFFSET), Some(0x1030));
-    assert_eq!(reg::port_reg(1, reg::RX_TAIL::OFFSET), Some(0x1150));
+    assert_eq!(
+        reg::port_reg(0, reg::RING_TAIL::of::<reg::TxRing>()),
+        Some(0x1030)
+    );
+    assert_eq!(
+        reg::port_reg(1, reg::RING_TAIL::of::<reg::RxRing>()),
+        Some(0x1150)
+    );
     assert_eq!(reg::port_reg(reg::MAX_PORTS, reg::PORT_BASE), None);
     assert_eq!(reg::port_reg(0, reg::PORT_BASE + reg::PORT_STRIDE), None);
     assert_eq!(
@@ -112,7 +145,11 @@ fn port_register_helpers() {
         "a global register"
     );
     for p in 0..reg::MAX_PORTS {
-        for r in [reg::PORT_BASE, reg::TX_TAIL::OFFSET, reg::DOORBELLS::OFFSET] {
+        for r in [
+            reg::PORT_BASE,
+            reg::RING_TAIL::of::<reg::TxRing>(),
+            reg::DOORBELLS::OFFSET,
+        ] {
             let off = reg::port_reg(p, r).expect("reg");
             assert_eq!(reg::split_port_reg(off), Some((p, r)));
         }

@@ -27,12 +27,20 @@ fn preg(port: u32, r: u32) -> u32 {
 }
 
 fn setup_tx(c: &mut Controller, port: u32, base: u64, size: u32) {
-    c.write32(preg(port, reg::TX_BASE_LO::OFFSET), base as u32, 0);
-    c.write32(preg(port, reg::TX_BASE_HI::OFFSET), (base >> 32) as u32, 0);
-    c.write32(preg(port, reg::TX_SIZE::OFFSET), size, 0);
     c.write32(
-        preg(port, reg::TX_CTRL::OFFSET),
-        reg::TX_CTRL::ZERO.enable().mask(),
+        preg(port, reg::RING_BASE_LO::of::<reg::TxRing>()),
+        base as u32,
+        0,
+    );
+    c.write32(
+        preg(port, reg::RING_BASE_HI::of::<reg::TxRing>()),
+        (base >> 32) as u32,
+        0,
+    );
+    c.write32(preg(port, reg::RING_SIZE::of::<reg::TxRing>()), size, 0);
+    c.write32(
+        preg(port, reg::RING_CTRL::of::<reg::TxRing>()),
+        reg::RING_CTRL::ZERO.enable().mask(),
         0,
     );
     c.write32(preg(port, reg::INT_MASK::OFFSET), 0, 0);
@@ -85,11 +93,18 @@ fn garbage_tx_descriptors_are_skipped_with_errors() {
             },
         );
     }
-    c.write32(preg(0, reg::TX_TAIL::OFFSET), cases.len() as u32, 0);
+    c.write32(
+        preg(0, reg::RING_TAIL::of::<reg::TxRing>()),
+        cases.len() as u32,
+        0,
+    );
     let mut out = Vec::new();
     c.pull_tx(0, 1 << 20, &mut out);
     assert_eq!(out.len(), 40, "only the good descriptor reached the wire");
-    assert_eq!(c.read32(preg(0, reg::TX_HEAD::OFFSET)), cases.len() as u32);
+    assert_eq!(
+        c.read32(preg(0, reg::RING_HEAD::of::<reg::TxRing>())),
+        cases.len() as u32
+    );
     for (i, &(_, _, code)) in cases.iter().enumerate() {
         let d = get_desc(&mut c, base, i as u32);
         assert!(d.state().done().is_set());
@@ -119,7 +134,7 @@ fn unreadable_ring_halts_only_that_ring() {
     let mut c = controller();
     setup_tx(&mut c, 0, 0x7000_0000_0000, 8); // ring outside memory
     setup_tx(&mut c, 1, MEM_BASE, 8);
-    c.write32(preg(0, reg::TX_TAIL::OFFSET), 3, 0);
+    c.write32(preg(0, reg::RING_TAIL::of::<reg::TxRing>()), 3, 0);
     put_desc(
         &mut c,
         MEM_BASE,
@@ -130,11 +145,15 @@ fn unreadable_ring_halts_only_that_ring() {
             ..Default::default()
         },
     );
-    c.write32(preg(1, reg::TX_TAIL::OFFSET), 1, 0);
+    c.write32(preg(1, reg::RING_TAIL::of::<reg::TxRing>()), 1, 0);
     let mut out = Vec::new();
     c.pull_tx(0, 4096, &mut out);
     assert!(out.is_empty());
-    assert!(c.read32(preg(0, reg::TX_CTRL::OFFSET)) & reg::TX_CTRL::ZERO.halted().mask() != 0);
+    assert!(
+        c.read32(preg(0, reg::RING_CTRL::of::<reg::TxRing>()))
+            & reg::RING_CTRL::ZERO.halted().mask()
+            != 0
+    );
     assert!(
         c.read32(preg(0, reg::ERR_STATUS::OFFSET)) & reg::ERR_STATUS::ZERO.ring_dma().mask() != 0
     );
@@ -142,8 +161,8 @@ fn unreadable_ring_halts_only_that_ring() {
     assert_eq!(out.len(), 20, "port 1 unaffected");
     assert_eq!(c.read32(preg(1, reg::ERR_STATUS::OFFSET)), 0);
     // Disable clears the halt.
-    c.write32(preg(0, reg::TX_CTRL::OFFSET), 0, 0);
-    assert_eq!(c.read32(preg(0, reg::TX_CTRL::OFFSET)), 0);
+    c.write32(preg(0, reg::RING_CTRL::of::<reg::TxRing>()), 0, 0);
+    assert_eq!(c.read32(preg(0, reg::RING_CTRL::of::<reg::TxRing>())), 0);
 }
 
 #[test]
@@ -155,16 +174,25 @@ fn bad_ring_configuration_is_refused() {
         (MEM_BASE + 8, 8),
         (u64::MAX - 15, 64),
     ] {
-        c.write32(preg(0, reg::TX_BASE_LO::OFFSET), base as u32, 0);
-        c.write32(preg(0, reg::TX_BASE_HI::OFFSET), (base >> 32) as u32, 0);
-        c.write32(preg(0, reg::TX_SIZE::OFFSET), size, 0);
         c.write32(
-            preg(0, reg::TX_CTRL::OFFSET),
-            reg::TX_CTRL::ZERO.enable().mask(),
+            preg(0, reg::RING_BASE_LO::of::<reg::TxRing>()),
+            base as u32,
+            0,
+        );
+        c.write32(
+            preg(0, reg::RING_BASE_HI::of::<reg::TxRing>()),
+            (base >> 32) as u32,
+            0,
+        );
+        c.write32(preg(0, reg::RING_SIZE::of::<reg::TxRing>()), size, 0);
+        c.write32(
+            preg(0, reg::RING_CTRL::of::<reg::TxRing>()),
+            reg::RING_CTRL::ZERO.enable().mask(),
             0,
         );
         assert_eq!(
-            c.read32(preg(0, reg::TX_CTRL::OFFSET)) & reg::TX_CTRL::ZERO.enable().mask(),
+            c.read32(preg(0, reg::RING_CTRL::of::<reg::TxRing>()))
+                & reg::RING_CTRL::ZERO.enable().mask(),
             0,
             "{base:#x}/{size}"
         );
@@ -175,8 +203,8 @@ fn bad_ring_configuration_is_refused() {
     assert_eq!(c.port_counters(0).expect("port").ring_cfg_errors, 4);
     // Ring registers are read-only while the ring runs.
     setup_tx(&mut c, 0, MEM_BASE, 8);
-    c.write32(preg(0, reg::TX_SIZE::OFFSET), 16, 0);
-    assert_eq!(c.read32(preg(0, reg::TX_SIZE::OFFSET)), 8);
+    c.write32(preg(0, reg::RING_SIZE::of::<reg::TxRing>()), 16, 0);
+    assert_eq!(c.read32(preg(0, reg::RING_SIZE::of::<reg::TxRing>())), 8);
     assert!(
         c.read32(preg(0, reg::ERR_STATUS::OFFSET)) & reg::ERR_STATUS::ZERO.ring_busy().mask() != 0
     );
@@ -203,7 +231,7 @@ fn doorbell_storm_is_bounded() {
     for _ in 0..1_000_000 {
         let v = rng.below(80) as u32; // some beyond the ring
         c.bar_write(
-            u64::from(preg(0, reg::TX_TAIL::OFFSET)),
+            u64::from(preg(0, reg::RING_TAIL::of::<reg::TxRing>())),
             &v.to_le_bytes(),
             0,
         );
@@ -235,7 +263,7 @@ fn bad_register_accesses_are_counted() {
     assert_eq!(c.read32(reg::BAD_ACCESS::OFFSET), 6);
     assert!(c.read32(reg::GERR::OFFSET) & reg::GERR::ZERO.bad_access().mask() != 0);
     // Ports beyond the controller's count are holes too.
-    c.write32(preg(7, reg::TX_TAIL::OFFSET), 1, 0);
+    c.write32(preg(7, reg::RING_TAIL::of::<reg::TxRing>()), 1, 0);
     assert_eq!(c.read32(reg::BAD_ACCESS::OFFSET), 7);
     // Scratch and identification still work.
     c.write32(reg::SCRATCH::OFFSET, 0x1234_5678, 0);
@@ -279,12 +307,16 @@ fn random_register_fuzz_never_panics() {
 #[test]
 fn rx_buffers_outside_memory_are_errors() {
     let mut c = controller();
-    c.write32(preg(0, reg::RX_BASE_LO::OFFSET), MEM_BASE as u32, 0);
-    c.write32(preg(0, reg::RX_BASE_HI::OFFSET), 0, 0);
-    c.write32(preg(0, reg::RX_SIZE::OFFSET), 8, 0);
     c.write32(
-        preg(0, reg::RX_CTRL::OFFSET),
-        reg::RX_CTRL::ZERO.enable().mask(),
+        preg(0, reg::RING_BASE_LO::of::<reg::RxRing>()),
+        MEM_BASE as u32,
+        0,
+    );
+    c.write32(preg(0, reg::RING_BASE_HI::of::<reg::RxRing>()), 0, 0);
+    c.write32(preg(0, reg::RING_SIZE::of::<reg::RxRing>()), 8, 0);
+    c.write32(
+        preg(0, reg::RING_CTRL::of::<reg::RxRing>()),
+        reg::RING_CTRL::ZERO.enable().mask(),
         0,
     );
     c.write32(
@@ -312,7 +344,7 @@ fn rx_buffers_outside_memory_are_errors() {
             ..Default::default()
         },
     );
-    c.write32(preg(0, reg::RX_TAIL::OFFSET), 2, 0);
+    c.write32(preg(0, reg::RING_TAIL::of::<reg::RxRing>()), 2, 0);
     c.push_rx(0, 0, &[0xab; 100]);
     c.service_rx();
     let d0 = get_desc(&mut c, MEM_BASE, 0);

@@ -89,17 +89,20 @@ impl Guest {
     }
     fn setup(&mut self) {
         self.w(reg::CTRL::OFFSET, reg::CTRL::ZERO.enable().mask());
-        self.w(Self::p(reg::TX_BASE_LO::OFFSET), GPA as u32);
-        self.w(Self::p(reg::TX_SIZE::OFFSET), 8);
+        self.w(Self::p(reg::RING_BASE_LO::of::<reg::TxRing>()), GPA as u32);
+        self.w(Self::p(reg::RING_SIZE::of::<reg::TxRing>()), 8);
         self.w(
-            Self::p(reg::TX_CTRL::OFFSET),
-            reg::TX_CTRL::ZERO.enable().mask(),
+            Self::p(reg::RING_CTRL::of::<reg::TxRing>()),
+            reg::RING_CTRL::ZERO.enable().mask(),
         );
-        self.w(Self::p(reg::RX_BASE_LO::OFFSET), (GPA + 0x1000) as u32);
-        self.w(Self::p(reg::RX_SIZE::OFFSET), 8);
         self.w(
-            Self::p(reg::RX_CTRL::OFFSET),
-            reg::RX_CTRL::ZERO.enable().mask(),
+            Self::p(reg::RING_BASE_LO::of::<reg::RxRing>()),
+            (GPA + 0x1000) as u32,
+        );
+        self.w(Self::p(reg::RING_SIZE::of::<reg::RxRing>()), 8);
+        self.w(
+            Self::p(reg::RING_CTRL::of::<reg::RxRing>()),
+            reg::RING_CTRL::ZERO.enable().mask(),
         );
         for i in 0..7 {
             let d = reg::Desc {
@@ -111,7 +114,7 @@ impl Guest {
                 .write(reg::desc_addr(GPA + 0x1000, i).expect("a"), &d.encode())
                 .expect("post");
         }
-        self.w(Self::p(reg::RX_TAIL::OFFSET), 7);
+        self.w(Self::p(reg::RING_TAIL::of::<reg::RxRing>()), 7);
         self.w(Self::p(reg::INT_MASK::OFFSET), 0);
         self.w(
             Self::p(reg::PHY_CTRL::OFFSET),
@@ -199,10 +202,10 @@ fn two_guests_over_vfio_user_and_reconnect() {
         ..Default::default()
     };
     g0.mem.write(GPA, &d.encode()).expect("desc");
-    g0.w(Guest::p(reg::TX_TAIL::OFFSET), 1);
+    g0.w(Guest::p(reg::RING_TAIL::of::<reg::TxRing>()), 1);
     assert!(g1.wait_irq(1, Duration::from_secs(5)), "RX interrupt");
     assert!(wait(Duration::from_secs(5), || g1
-        .r(Guest::p(reg::RX_HEAD::OFFSET))
+        .r(Guest::p(reg::RING_HEAD::of::<reg::RxRing>()))
         >= 1));
     let mut raw = [0u8; reg::DESC_BYTES];
     g1.mem
@@ -214,7 +217,7 @@ fn two_guests_over_vfio_user_and_reconnect() {
     let mut got = vec![0u8; 60];
     g1.mem.read(rd.addr, &mut got).expect("data");
     assert_eq!(got, data);
-    assert_eq!(g0.r(Guest::p(reg::TX_HEAD::OFFSET)), 1);
+    assert_eq!(g0.r(Guest::p(reg::RING_HEAD::of::<reg::TxRing>())), 1);
 
     // vm0 goes away: its controller resets, vm1 sees LinkUp 0, and vm0
     // is served again.

@@ -214,21 +214,37 @@ impl Driver {
             let w = |ctrl: &mut Controller, r: u32, v: u32| {
                 ctrl.write32(reg::port_reg(p, r).expect("reg"), v, now)
             };
-            w(ctrl, reg::TX_BASE_LO::OFFSET, d.tx_base as u32);
-            w(ctrl, reg::TX_BASE_HI::OFFSET, (d.tx_base >> 32) as u32);
-            w(ctrl, reg::TX_SIZE::OFFSET, RING);
             w(
                 ctrl,
-                reg::TX_CTRL::OFFSET,
-                reg::TX_CTRL::ZERO.enable().mask(),
+                reg::RING_BASE_LO::of::<reg::TxRing>(),
+                d.tx_base as u32,
             );
-            w(ctrl, reg::RX_BASE_LO::OFFSET, d.rx_base as u32);
-            w(ctrl, reg::RX_BASE_HI::OFFSET, (d.rx_base >> 32) as u32);
-            w(ctrl, reg::RX_SIZE::OFFSET, RING);
             w(
                 ctrl,
-                reg::RX_CTRL::OFFSET,
-                reg::RX_CTRL::ZERO.enable().mask(),
+                reg::RING_BASE_HI::of::<reg::TxRing>(),
+                (d.tx_base >> 32) as u32,
+            );
+            w(ctrl, reg::RING_SIZE::of::<reg::TxRing>(), RING);
+            w(
+                ctrl,
+                reg::RING_CTRL::of::<reg::TxRing>(),
+                reg::RING_CTRL::ZERO.enable().mask(),
+            );
+            w(
+                ctrl,
+                reg::RING_BASE_LO::of::<reg::RxRing>(),
+                d.rx_base as u32,
+            );
+            w(
+                ctrl,
+                reg::RING_BASE_HI::of::<reg::RxRing>(),
+                (d.rx_base >> 32) as u32,
+            );
+            w(ctrl, reg::RING_SIZE::of::<reg::RxRing>(), RING);
+            w(
+                ctrl,
+                reg::RING_CTRL::of::<reg::RxRing>(),
+                reg::RING_CTRL::ZERO.enable().mask(),
             );
             // Post every RX buffer but one (a full ring is head == tail + 1).
             for i in 0..RING - 1 {
@@ -241,7 +257,7 @@ impl Driver {
                     .write(reg::desc_addr(d.rx_base, i).expect("addr"), &desc.encode())
                     .expect("post");
             }
-            w(ctrl, reg::RX_TAIL::OFFSET, RING - 1);
+            w(ctrl, reg::RING_TAIL::of::<reg::RxRing>(), RING - 1);
             w(ctrl, reg::INT_MASK::OFFSET, 0);
             w(
                 ctrl,
@@ -273,7 +289,7 @@ impl Driver {
                 d.link.phy_retrained(now);
             }
             // RX completions.
-            let head = ctrl.read32(d.reg(reg::RX_HEAD::OFFSET));
+            let head = ctrl.read32(d.reg(reg::RING_HEAD::of::<reg::RxRing>()));
             let mut posted = 0;
             while d.rx_next != head {
                 let da = reg::desc_addr(d.rx_base, d.rx_next).expect("addr");
@@ -300,7 +316,7 @@ impl Driver {
                 posted += 1;
             }
             if posted > 0 {
-                ctrl.write32(d.reg(reg::RX_TAIL::OFFSET), d.rx_tail, now);
+                ctrl.write32(d.reg(reg::RING_TAIL::of::<reg::RxRing>()), d.rx_tail, now);
             }
             if d.link.poll_timeout().is_some_and(|t| t <= now) {
                 d.link.handle_timeout(now);
@@ -316,7 +332,7 @@ impl Driver {
                 }
             }
             // TX completions.
-            let tx_head = ctrl.read32(d.reg(reg::TX_HEAD::OFFSET));
+            let tx_head = ctrl.read32(d.reg(reg::RING_HEAD::of::<reg::TxRing>()));
             while d.tx_clean != tx_head {
                 let da = reg::desc_addr(d.tx_base, d.tx_clean).expect("addr");
                 let mut raw = [0u8; reg::DESC_BYTES];
@@ -346,7 +362,7 @@ impl Driver {
                 rung = true;
             }
             if rung {
-                ctrl.write32(d.reg(reg::TX_TAIL::OFFSET), d.tx_tail, now);
+                ctrl.write32(d.reg(reg::RING_TAIL::of::<reg::TxRing>()), d.tx_tail, now);
             }
         }
     }
@@ -409,7 +425,7 @@ impl Driver {
         let da = reg::desc_addr(d.tx_base, d.tx_tail).expect("addr");
         ctrl.memory_mut().write(da, &desc.encode()).expect("desc");
         d.tx_tail = reg::ring_next(d.tx_tail, RING);
-        ctrl.write32(d.reg(reg::TX_TAIL::OFFSET), d.tx_tail, now);
+        ctrl.write32(d.reg(reg::RING_TAIL::of::<reg::TxRing>()), d.tx_tail, now);
     }
 
     /// Whether every port's DLL is up.

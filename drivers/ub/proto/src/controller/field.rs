@@ -28,6 +28,13 @@ pub trait Register: Copy {
     fn from_bits(raw: u32) -> Self;
 }
 
+/// A copy of a block of registers: the registers declared
+/// `@ Family + offset` are at `BASE + offset` in this copy (port 0's).
+pub trait RegisterBase<Family> {
+    /// BAR0 offset of the block in port 0's register block.
+    const BASE: u32;
+}
+
 /// Bits `hi..=lo` set, the rest clear (`hi` ≥ `lo`, both below 32).
 pub const fn field_mask(hi: u32, lo: u32) -> u32 {
     // In u64 so that a 32-bit field does not overflow the shift.
@@ -122,14 +129,16 @@ macro_rules! ub_define_registers {
         $(
             $(#[$attr:meta])* $vis:vis $name:ident ($storage:ty)
                 $([ $size:literal, stride = $stride:literal ])?
-                $(@ $offset:literal)?
+                $(@ $($base:ident +)? $offset:literal)?
             { $($fields:tt)* }
         )*
     ) => {
         $(
             $crate::ub_define_registers!(@type $(#[$attr])* $vis $name ($storage) $(@ $offset)?
                 { $($fields)* });
-            $crate::ub_define_registers!(@array $vis $name $(@ $offset)? $([ $size, $stride ])?);
+            $crate::ub_define_registers!(
+                @array $vis $name $(@ $($base +)? $offset)? $([ $size, $stride ])?
+            );
         )*
     };
 
@@ -151,7 +160,7 @@ macro_rules! ub_define_registers {
             )?
             /// The bits of every declared field.
             $vis const FIELDS: $storage =
-                0 $(| $crate::controller::field::field_mask($hi, $lo) as $storage)*;
+                0 $(| $crate::controller::field_mask($hi, $lo) as $storage)*;
 
             /// The register holding `raw`.
             $vis const fn from_raw(raw: $storage) -> Self {
@@ -165,14 +174,14 @@ macro_rules! ub_define_registers {
 
             $(
                 $(#[$fattr])*
-                $vis const fn $field(self) -> $crate::controller::field::Field<Self> {
-                    $crate::controller::field::Field::new(self.0 as u32, $hi, $lo)
+                $vis const fn $field(self) -> $crate::controller::Field<Self> {
+                    $crate::controller::Field::new(self.0 as u32, $hi, $lo)
                 }
             )*
         }
 
         #[allow(clippy::unnecessary_cast)]
-        impl $crate::controller::field::Register for $name {
+        impl $crate::controller::Register for $name {
             fn from_bits(raw: u32) -> Self {
                 Self(raw as $storage)
             }
@@ -180,6 +189,23 @@ macro_rules! ub_define_registers {
     };
 
     (@array $vis:vis $name:ident $(@ $offset:literal)?) => {};
+    (@array $vis:vis $name:ident @ $base:ident + $offset:literal [ $size:literal, $stride:literal ]) => {
+        impl $name {
+            /// Number of copies of its block (one per port).
+            $vis const SIZE: u32 = $size;
+            /// Bytes between two copies.
+            $vis const STRIDE: u32 = $stride;
+
+            /// BAR0 offset of port 0's copy in block `B`.
+            $vis const fn of<B: $crate::controller::RegisterBase<$base>>() -> u32 {
+                B::BASE + Self::OFFSET
+            }
+        }
+
+        const _: () = assert!(
+            $size == $crate::controller::MAX_PORTS && $stride == $crate::controller::PORT_STRIDE
+        );
+    };
     (@array $vis:vis $name:ident @ $offset:literal [ $size:literal, $stride:literal ]) => {
         impl $name {
             /// Number of copies (one per port).
@@ -205,6 +231,43 @@ macro_rules! ub_define_registers {
     };
 }
 
+/// Generates, for each block of the table, a type for the family (the
+/// `@ Family + offset` registers) and one per copy, implementing
+/// [`RegisterBase`](crate::controller::RegisterBase) with its offset.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! ub_define_bases {
+    (
+        $(
+            $(#[$fattr:meta])* $fvis:vis $family:ident {
+                $( $(#[$attr:meta])* $vis:vis $name:ident @ $base:literal; )*
+            }
+        )*
+    ) => {
+        $(
+            $(#[$fattr])*
+            #[derive(Debug, Clone, Copy)]
+            $fvis struct $family;
+
+            $(
+                $(#[$attr])*
+                #[derive(Debug, Clone, Copy)]
+                $vis struct $name;
+
+                impl $crate::controller::RegisterBase<$family> for $name {
+                    const BASE: u32 = $base;
+                }
+
+                // Every block lies in port 0's register block.
+                const _: () = assert!(
+                    $base >= $crate::controller::PORT_BASE
+                        && $base < $crate::controller::PORT_BASE + $crate::controller::PORT_STRIDE
+                );
+            )*
+        )*
+    };
+}
+
 /// Generates [`REGISTERS`](crate::controller::REGISTERS), the list of
 /// every register of the table with its fields, from the same lines
 /// (for checks and tools that walk the register map).
@@ -215,7 +278,7 @@ macro_rules! ub_register_list {
         $(
             $(#[$attr:meta])* $vis:vis $name:ident ($storage:ty)
                 $([ $size:literal, stride = $stride:literal ])?
-                @ $offset:literal
+                @ $($base:ident +)? $offset:literal
             {
                 $( $(#[$fattr:meta])* $hi:literal : $lo:literal $field:ident $(=> $fty:ty)? ; )*
             }
@@ -226,6 +289,7 @@ macro_rules! ub_register_list {
             $(
                 $crate::controller::RegisterInfo {
                     name: stringify!($name),
+                    block: $crate::ub_register_list!(@block $($base)?),
                     offset: $offset,
                     copies: $crate::ub_register_list!(@or1 $($size)?),
                     stride: $crate::ub_register_list!(@or0 $($stride)?),
@@ -234,6 +298,8 @@ macro_rules! ub_register_list {
             )*
         ];
     };
+    (@block) => { None };
+    (@block $base:ident) => { Some(stringify!($base)) };
     (@or1) => { 1 };
     (@or1 $v:literal) => { $v };
     (@or0) => { 0 };

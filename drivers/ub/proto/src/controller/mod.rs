@@ -35,7 +35,7 @@ pub const FLIT_BYTES: u32 = 20;
 mod field;
 mod table;
 
-pub use field::{field_mask, Field, Register};
+pub use field::{field_mask, Field, Register, RegisterBase};
 
 /// The value of [`IDENT`]: ASCII "UBC1", first byte in bits 7:0.
 pub const IDENT_VALUE: u32 = u32::from_le_bytes(*b"UBC1");
@@ -46,14 +46,25 @@ pub const VERSION_VALUE: u32 = VERSION::ZERO.major().bits(1);
 // The register types: the table (`table.rs`) expanded with this crate's
 // generator (`field.rs`). `ub.ko`'s driver expands the same table with
 // `kernel::io::register!` (`drivers/ub/regs.rs`).
-crate::ub_controller_registers!(pub, crate::ub_define_registers);
-crate::ub_controller_registers!(pub, crate::ub_register_list);
+crate::ub_controller_registers!(pub, [crate::ub_define_registers], [crate::ub_define_bases]);
+crate::ub_controller_registers!(pub, [crate::ub_register_list], [crate::ub_no_bases]);
+
+/// Ignores the table's blocks (for the second expansion, which only lists
+/// registers).
+#[macro_export]
+#[doc(hidden)]
+macro_rules! ub_no_bases {
+    ($($t:tt)*) => {};
+}
 
 /// One register of the table, as listed in [`REGISTERS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RegisterInfo {
     /// Its name, as in `Documentation/ub/controller.rst`.
     pub name: &'static str,
+    /// The block it belongs to (`Some("Ring")`: `offset` is relative to
+    /// each copy of that block), or `None`.
+    pub block: Option<&'static str>,
     /// BAR0 offset (port 0's copy for a per-port register).
     pub offset: u32,
     /// Copies: 1, or [`MAX_PORTS`] for a per-port register.

@@ -20,19 +20,33 @@
 //! Meaning of every bit, access types and reset values:
 //! `Documentation/ub/controller.rst`.
 
-/// Expands the controller's register table with the macro `$gen` (a path,
-/// e.g. `kernel::io::register`), every register declared with visibility
-/// `$vis`: `ub_controller_registers!(pub(crate), kernel::io::register);`.
+/// Expands the controller's register table: the register blocks that
+/// repeat inside a port with the macro `$bases`, then the registers with
+/// `$gen` (a path, e.g. `kernel::io::register`), every item declared with
+/// visibility `$vis`:
+/// `ub_controller_registers!(pub(crate), [kernel::io::register], [bases]);`.
+///
+/// A block is `$vis Family { $vis Name @ offset; ... }`: `Family` names the
+/// registers declared `@ Family + offset`, each `Name` one copy of the
+/// block at `offset` (port 0's).
 #[macro_export]
 macro_rules! ub_controller_registers {
-    ($vis:vis, $($gen:tt)+) => { $($gen)+! {
+    ($vis:vis, [$($gen:tt)+], [$($bases:tt)+]) => {
+    $($bases)+! {
+        /// The registers of a descriptor ring (`RING_*`), one block per
+        /// ring in each port.
+        $vis Ring {
+            /// The TX ring's block.
+            $vis TxRing @ 0x1020;
+            /// The RX ring's block.
+            $vis RxRing @ 0x1040;
+        }
+    }
+    $($gen)+! {
         // ----- Global registers ---------------------------------------
 
         /// Identification (RO): `IDENT_VALUE`, ASCII "UBC1".
-        $vis IDENT(u32) @ 0x000 {
-            /// The identification value.
-            31:0 value;
-        }
+        $vis IDENT(u32) @ 0x000 {}
 
         /// Register interface version (RO).
         $vis VERSION(u32) @ 0x004 {
@@ -95,16 +109,11 @@ macro_rules! ub_controller_registers {
         }
 
         /// Scratch (RW): no side effect, for the driver's self-check.
-        $vis SCRATCH(u32) @ 0x02c {
-            /// Whatever was written last.
-            31:0 value;
-        }
+        /// Reads what was written last.
+        $vis SCRATCH(u32) @ 0x02c {}
 
         /// Rejected register accesses since reset (RO, wrapping).
-        $vis BAD_ACCESS(u32) @ 0x030 {
-            /// The count.
-            31:0 count;
-        }
+        $vis BAD_ACCESS(u32) @ 0x030 {}
 
         /// Global interrupt cause (RW1C), MSI-X vector 0.
         $vis GINT_CAUSE(u32) @ 0x040 {
@@ -114,20 +123,16 @@ macro_rules! ub_controller_registers {
             0:0 error => bool;
         }
 
-        /// Global interrupt mask (RW): bit set = cause masked.
+        /// Global interrupt mask (RW).
         $vis GINT_MASK(u32) @ 0x044 {
-            /// Masks `GINT_CAUSE.TEST`.
-            1:1 test => bool;
-            /// Masks `GINT_CAUSE.ERROR`.
-            0:0 error => bool;
+            /// Bit n set: `GINT_CAUSE` bit n is masked.
+            1:0 masked;
         }
 
-        /// Global interrupt test (WO): writing a bit sets that cause.
+        /// Global interrupt test (WO).
         $vis GINT_TEST(u32) @ 0x048 {
-            /// Sets `GINT_CAUSE.TEST`.
-            1:1 test => bool;
-            /// Sets `GINT_CAUSE.ERROR`.
-            0:0 error => bool;
+            /// Writing bit n sets `GINT_CAUSE` bit n.
+            1:0 raise;
         }
 
         // ----- Per-port registers: port 0's block at 0x1000 --------------
@@ -145,16 +150,12 @@ macro_rules! ub_controller_registers {
         }
 
         /// PHY lane rate (RO).
-        $vis PHY_LANE_RATE(u32)[8, stride = 0x100] @ 0x1004 {
-            /// Mbit/s per lane.
-            31:0 mbps;
-        }
+        /// In Mbit/s per lane.
+        $vis PHY_LANE_RATE(u32)[8, stride = 0x100] @ 0x1004 {}
 
         /// PHY flit rate (RO).
-        $vis PHY_FLIT_RATE(u32)[8, stride = 0x100] @ 0x1008 {
-            /// Aggregate line rate, kilo-flits per second.
-            31:0 kfps;
-        }
+        /// The aggregate line rate, in kilo-flits per second.
+        $vis PHY_FLIT_RATE(u32)[8, stride = 0x100] @ 0x1008 {}
 
         /// PHY control (RW).
         $vis PHY_CTRL(u32)[8, stride = 0x100] @ 0x100c {
@@ -166,105 +167,45 @@ macro_rules! ub_controller_registers {
         }
 
         /// Completed retrains (RO, wrapping).
-        $vis PHY_RETRAINS(u32)[8, stride = 0x100] @ 0x1010 {
-            /// The count.
-            31:0 count;
-        }
+        $vis PHY_RETRAINS(u32)[8, stride = 0x100] @ 0x1010 {}
 
         /// Bit errors the PHY saw in received flits (RO, wrapping; kept
         /// across resets).
-        $vis PHY_BIT_ERRORS(u32)[8, stride = 0x100] @ 0x1014 {
-            /// The count.
-            31:0 count;
-        }
+        $vis PHY_BIT_ERRORS(u32)[8, stride = 0x100] @ 0x1014 {}
 
         /// FEC decode failures, each losing flits (RO, wrapping; kept
         /// across resets).
-        $vis PHY_FEC_FAILS(u32)[8, stride = 0x100] @ 0x1018 {
-            /// The count.
-            31:0 count;
-        }
+        $vis PHY_FEC_FAILS(u32)[8, stride = 0x100] @ 0x1018 {}
 
         /// LinkUp 1→0 transitions (RO, wrapping; kept across resets).
-        $vis PHY_LINK_DOWNS(u32)[8, stride = 0x100] @ 0x101c {
-            /// The count.
-            31:0 count;
-        }
+        $vis PHY_LINK_DOWNS(u32)[8, stride = 0x100] @ 0x101c {}
 
-        /// TX ring base, low half (RW while the ring is disabled).
-        $vis TX_BASE_LO(u32)[8, stride = 0x100] @ 0x1020 {
-            /// Address bits 31:0 (16-byte aligned).
-            31:0 addr;
-        }
+        /// Ring base, low half (RW while the ring is disabled).
+        /// Address bits 31:0 (16-byte aligned).
+        $vis RING_BASE_LO(u32)[8, stride = 0x100] @ Ring + 0x00 {}
 
-        /// TX ring base, high half (RW while the ring is disabled).
-        $vis TX_BASE_HI(u32)[8, stride = 0x100] @ 0x1024 {
-            /// Address bits 63:32.
-            31:0 addr;
-        }
+        /// Ring base, high half (RW while the ring is disabled).
+        /// Address bits 63:32.
+        $vis RING_BASE_HI(u32)[8, stride = 0x100] @ Ring + 0x04 {}
 
-        /// TX ring size (RW while the ring is disabled).
-        $vis TX_SIZE(u32)[8, stride = 0x100] @ 0x1028 {
-            /// Entries: a power of two in 8..=4096.
-            31:0 entries;
-        }
+        /// Ring size (RW while the ring is disabled).
+        /// In entries: a power of two in 8..=4096.
+        $vis RING_SIZE(u32)[8, stride = 0x100] @ Ring + 0x08 {}
 
-        /// TX head (RO): next descriptor the device consumes.
-        $vis TX_HEAD(u32)[8, stride = 0x100] @ 0x102c {
-            /// Ring index.
-            31:0 index;
-        }
+        /// Ring head (RO): next descriptor the device consumes (TX) or
+        /// buffer it fills (RX).
+        /// A ring index.
+        $vis RING_HEAD(u32)[8, stride = 0x100] @ Ring + 0x0c {}
 
-        /// TX tail, the doorbell (RW): one past the last descriptor
-        /// produced.
-        $vis TX_TAIL(u32)[8, stride = 0x100] @ 0x1030 {
-            /// Ring index.
-            31:0 index;
-        }
+        /// Ring tail, the doorbell (RW): one past the last descriptor the
+        /// driver produced (TX) or buffer it posted (RX).
+        /// A ring index.
+        $vis RING_TAIL(u32)[8, stride = 0x100] @ Ring + 0x10 {}
 
-        /// TX ring control (RW).
-        $vis TX_CTRL(u32)[8, stride = 0x100] @ 0x1034 {
-            /// The ring stopped on an unreadable descriptor (RO); cleared
-            /// by disabling the ring.
-            1:1 halted => bool;
-            /// Ring enabled (setting it validates base and size).
-            0:0 enable => bool;
-        }
-
-        /// RX ring base, low half (RW while the ring is disabled).
-        $vis RX_BASE_LO(u32)[8, stride = 0x100] @ 0x1040 {
-            /// Address bits 31:0 (16-byte aligned).
-            31:0 addr;
-        }
-
-        /// RX ring base, high half (RW while the ring is disabled).
-        $vis RX_BASE_HI(u32)[8, stride = 0x100] @ 0x1044 {
-            /// Address bits 63:32.
-            31:0 addr;
-        }
-
-        /// RX ring size (RW while the ring is disabled).
-        $vis RX_SIZE(u32)[8, stride = 0x100] @ 0x1048 {
-            /// Entries: a power of two in 8..=4096.
-            31:0 entries;
-        }
-
-        /// RX head (RO): next buffer the device fills.
-        $vis RX_HEAD(u32)[8, stride = 0x100] @ 0x104c {
-            /// Ring index.
-            31:0 index;
-        }
-
-        /// RX tail, the doorbell (RW): one past the last buffer posted.
-        $vis RX_TAIL(u32)[8, stride = 0x100] @ 0x1050 {
-            /// Ring index.
-            31:0 index;
-        }
-
-        /// RX ring control (RW).
-        $vis RX_CTRL(u32)[8, stride = 0x100] @ 0x1054 {
-            /// The ring stopped on an unreadable descriptor (RO); cleared
-            /// by disabling the ring.
+        /// Ring control (RW).
+        $vis RING_CTRL(u32)[8, stride = 0x100] @ Ring + 0x14 {
+            /// The ring stopped on a descriptor it could not read or write
+            /// back (RO); cleared by disabling the ring.
             1:1 halted => bool;
             /// Ring enabled (setting it validates base and size).
             0:0 enable => bool;
@@ -286,20 +227,10 @@ macro_rules! ub_controller_registers {
             0:0 tx_done => bool;
         }
 
-        /// Port interrupt mask (RW): bit set = cause masked.
+        /// Port interrupt mask (RW).
         $vis INT_MASK(u32)[8, stride = 0x100] @ 0x1064 {
-            /// Masks `INT_CAUSE.RX_NOBUF`.
-            5:5 rx_nobuf => bool;
-            /// Masks `INT_CAUSE.ERROR`.
-            4:4 error => bool;
-            /// Masks `INT_CAUSE.RETRAIN_DONE`.
-            3:3 retrain_done => bool;
-            /// Masks `INT_CAUSE.LINK`.
-            2:2 link => bool;
-            /// Masks `INT_CAUSE.RX_DONE`.
-            1:1 rx_done => bool;
-            /// Masks `INT_CAUSE.TX_DONE`.
-            0:0 tx_done => bool;
+            /// Bit n set: `INT_CAUSE` bit n is masked.
+            5:0 masked;
         }
 
         /// Interrupt moderation (RW).
@@ -340,45 +271,24 @@ macro_rules! ub_controller_registers {
         }
 
         /// Errors recorded (RO, wrapping).
-        $vis ERR_COUNT(u32)[8, stride = 0x100] @ 0x1078 {
-            /// The count.
-            31:0 count;
-        }
+        $vis ERR_COUNT(u32)[8, stride = 0x100] @ 0x1078 {}
 
         /// Flits sent (RO, wrapping).
-        $vis TX_FLITS(u32)[8, stride = 0x100] @ 0x1080 {
-            /// The count.
-            31:0 count;
-        }
+        $vis TX_FLITS(u32)[8, stride = 0x100] @ 0x1080 {}
 
         /// Flits written to RX buffers (RO, wrapping).
-        $vis RX_FLITS(u32)[8, stride = 0x100] @ 0x1084 {
-            /// The count.
-            31:0 count;
-        }
+        $vis RX_FLITS(u32)[8, stride = 0x100] @ 0x1084 {}
 
         /// TX descriptors completed, good or bad (RO, wrapping).
-        $vis TX_DESCS(u32)[8, stride = 0x100] @ 0x1088 {
-            /// The count.
-            31:0 count;
-        }
+        $vis TX_DESCS(u32)[8, stride = 0x100] @ 0x1088 {}
 
         /// RX descriptors completed (RO, wrapping).
-        $vis RX_DESCS(u32)[8, stride = 0x100] @ 0x108c {
-            /// The count.
-            31:0 count;
-        }
+        $vis RX_DESCS(u32)[8, stride = 0x100] @ 0x108c {}
 
         /// Flits dropped for want of RX buffers (RO, wrapping).
-        $vis RX_NOBUF_FLITS(u32)[8, stride = 0x100] @ 0x1090 {
-            /// The count.
-            31:0 count;
-        }
+        $vis RX_NOBUF_FLITS(u32)[8, stride = 0x100] @ 0x1090 {}
 
         /// Doorbell writes (RO, wrapping).
-        $vis DOORBELLS(u32)[8, stride = 0x100] @ 0x1094 {
-            /// The count.
-            31:0 count;
-        }
+        $vis DOORBELLS(u32)[8, stride = 0x100] @ 0x1094 {}
     } };
 }
