@@ -251,31 +251,27 @@ impl Port {
             reg::RING_BASE_HI::OFFSET => new.base = reg::join_u64(reg::split_u64(ring.base).0, v),
             reg::RING_SIZE::OFFSET => new.size = v,
             reg::RING_CTRL::OFFSET => {
-                if !reg::RING_CTRL::from_raw(v).enable().is_set() {
-                    new = Ring {
-                        enabled: false,
-                        halted: false,
-                        head: 0,
-                        tail: 0,
-                        ..ring
-                    };
-                } else if !ring.enabled {
-                    if !reg::ring_size_ok(ring.size)
-                        || ring.base % reg::DESC_BYTES as u64 != 0
-                        || reg::desc_addr(ring.base, ring.size).is_none()
-                    {
-                        self.error(ErrBits::ZERO.ring_cfg(), 0);
-                        return true;
-                    }
-                    new = Ring {
-                        enabled: true,
-                        halted: false,
-                        head: 0,
-                        tail: 0,
-                        ..ring
-                    };
+                // Enabling validates the configuration; enabling or
+                // disabling starts the ring over (head, tail, halt).
+                let enable = reg::RING_CTRL::from_raw(v).enable().is_set();
+                if enable && ring.enabled {
+                    return true;
                 }
-                *self.ring(dir) = new;
+                if enable
+                    && (!reg::ring_size_ok(ring.size)
+                        || ring.base % reg::DESC_BYTES as u64 != 0
+                        || reg::desc_addr(ring.base, ring.size).is_none())
+                {
+                    self.error(ErrBits::ZERO.ring_cfg(), 0);
+                    return true;
+                }
+                *self.ring(dir) = Ring {
+                    enabled: enable,
+                    halted: false,
+                    head: 0,
+                    tail: 0,
+                    ..ring
+                };
                 return true;
             }
             reg::RING_TAIL::OFFSET => {
