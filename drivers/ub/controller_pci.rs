@@ -188,9 +188,8 @@ impl Shared {
                 if gerr.port() {
                     for port in 0..self.ident.ports() {
                         if let Some(loc) = ERR_STATUS::try_at(port as usize) {
-                            if let Ok(err) = bar.try_read(loc) {
-                                let _ = bar.try_write(loc, err);
-                            }
+                            // RW1C: writing back what was read clears it.
+                            let _ = bar.try_update(loc, |err: ERR_STATUS| err);
                         }
                     }
                 }
@@ -205,14 +204,16 @@ impl Shared {
         }
         // Port vectors: 1 + port. Their causes stay masked until the link
         // layer is wired to the rings; clear whatever is there.
-        let Some(loc) = vector.checked_sub(1).and_then(INT_CAUSE::try_at) else {
+        let Some(port) = vector.checked_sub(1) else {
             return IrqReturn::None;
         };
-        match bar.try_read(loc) {
-            Ok(cause) if cause.into_raw() != 0 => {
+        match INT_CAUSE::try_at(port).map(|loc| bar.try_read(loc)) {
+            Some(Ok(cause)) if cause.into_raw() != 0 => {
                 // The location was just read successfully, so the write
                 // cannot fail either.
-                let _ = bar.try_write(loc, cause);
+                if let Some(loc) = INT_CAUSE::try_at(port) {
+                    let _ = bar.try_write(loc, cause);
+                }
                 IrqReturn::Handled
             }
             _ => {
@@ -400,7 +401,7 @@ impl pci::Driver for UbPciDriver {
                 // unmask them. Port causes stay masked (reset value) until the
                 // link layer drives the rings.
                 let bar = this.shared.bar.try_access().ok_or(ENODEV)?;
-                bar.write_reg(GINT_CAUSE::zeroed().with_error(true).with_test(true));
+                bar.write_reg(GINT_CAUSE::from_raw(hw::GINT_CAUSE::FIELDS));
                 bar.write_reg(GINT_MASK::zeroed());
                 Ok(())
             }))
@@ -412,7 +413,7 @@ impl pci::Driver for UbPciDriver {
         // reset value (the ports were never enabled, but a reset also stops
         // any DMA a later version starts).
         if let Ok(bar) = this.shared.bar.access(pdev.as_ref()) {
-            bar.write_reg(GINT_MASK::zeroed().with_error(true).with_test(true));
+            bar.write_reg(GINT_MASK::from_raw(hw::GINT_CAUSE::FIELDS));
             bar.write_reg(CTRL::zeroed().with_reset(true));
         }
     }
@@ -494,6 +495,8 @@ fn trigger_test(s: &Shared, reader: &mut UserSliceReader) -> Result {
         return Err(EINVAL);
     }
     let bar = s.bar.try_access().ok_or(ENODEV)?;
-    bar.write_reg(GINT_TEST::zeroed().with_test(true));
+    bar.write_reg(GINT_TEST::from_raw(
+        GINT_CAUSE::zeroed().with_test(true).into_raw(),
+    ));
     Ok(())
 }
