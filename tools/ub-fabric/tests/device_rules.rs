@@ -4,6 +4,7 @@
 //! here is one rule an independent review found broken.
 
 mod common;
+mod support;
 
 use std::fs::File;
 use std::ops::Range;
@@ -11,6 +12,7 @@ use std::os::fd::FromRawFd;
 use std::sync::{Arc, Mutex};
 
 use common::{bring_up, fabric, run_until, Driver, MEM_BASE, MEM_SIZE};
+use support::{enable_port, get_desc, preg, program_ring, put_desc};
 use ub_fabric::device::{Controller, ControllerConfig, Interrupts};
 use ub_fabric::mem::{DmaError, FakeMemory, GuestMemory, MappedMemory};
 use ub_fabric::topology::Topology;
@@ -84,58 +86,16 @@ fn controller(mem: &Memory, irqs: &Irqs) -> Controller {
     c
 }
 
-fn preg(port: u32, r: u32) -> u32 {
-    reg::port_reg(port, r).expect("port reg")
-}
-
-/// Programs and enables port 0's ring (`tx` or RX) of `size` entries at
-/// `base`, and the port.
+/// Programs and enables port 0's TX (`tx`) or RX ring of `size` entries
+/// at `base`, and the port.
 fn ring(c: &mut Controller, tx: bool, base: u64, size: u32) {
-    let (lo, hi, sz, ctrl) = if tx {
-        (
-            reg::RING_BASE_LO::of::<reg::TxRing>(),
-            reg::RING_BASE_HI::of::<reg::TxRing>(),
-            reg::RING_SIZE::of::<reg::TxRing>(),
-            reg::RING_CTRL::of::<reg::TxRing>(),
-        )
-    } else {
-        (
-            reg::RING_BASE_LO::of::<reg::RxRing>(),
-            reg::RING_BASE_HI::of::<reg::RxRing>(),
-            reg::RING_SIZE::of::<reg::RxRing>(),
-            reg::RING_CTRL::of::<reg::RxRing>(),
-        )
-    };
-    let (blo, bhi) = reg::split_u64(base);
-    c.write32(preg(0, lo), blo, 0);
-    c.write32(preg(0, hi), bhi, 0);
-    c.write32(preg(0, sz), size, 0);
-    c.write32(preg(0, ctrl), reg::RING_CTRL::ZERO.enable().mask(), 0);
-    c.write32(
-        preg(0, reg::PHY_CTRL::OFFSET),
-        reg::PHY_CTRL::ZERO.enable().mask(),
-        0,
-    );
-    c.set_link(0, true);
+    program_ring(c, 0, tx, base, size);
+    enable_port(c, 0);
 }
 
-fn put_desc(c: &mut Controller, base: u64, idx: u32, addr: u64, len: u16) {
-    let d = reg::Desc {
-        addr,
-        len,
-        ..Default::default()
-    };
-    c.memory_mut()
-        .write(reg::desc_addr(base, idx).expect("addr"), &d.encode())
-        .expect("desc");
-}
-
-fn get_desc(c: &mut Controller, base: u64, idx: u32) -> reg::Desc {
-    let mut raw = [0u8; reg::DESC_BYTES];
-    c.memory_mut()
-        .read(reg::desc_addr(base, idx).expect("addr"), &mut raw)
-        .expect("desc");
-    reg::Desc::decode(&raw)
+/// A 32-bit BAR0 write, as the guest does it (interrupts updated).
+fn bar_write(c: &mut Controller, off: u32, v: u32) {
+    c.bar_write(u64::from(off), &v.to_le_bytes(), 0);
 }
 
 const RING_BASE: u64 = MEM_BASE;
@@ -201,16 +161,12 @@ const GINT_ERROR: u32 = reg::GINT_CAUSE::ZERO.error().mask();
 fn global_error_interrupts_again_after_the_cause_is_cleared() {
     let (mem, irqs) = (Memory::new(), Irqs::default());
     let mut c = controller(&mem, &irqs);
-    c.bar_write(u64::from(reg::GINT_MASK::OFFSET), &0u32.to_le_bytes(), 0);
+    bar_write(&mut c, reg::GINT_MASK::OFFSET, 0);
     c.bar_read(2, &mut [0u8; 4]);
     c.update_irqs(0);
     assert_eq!(irqs.on(reg::VECTOR_GLOBAL), 1);
     // The handler clears the cause but leaves GERR.
-    c.bar_write(
-        u64::from(reg::GINT_CAUSE::OFFSET),
-        &GINT_ERROR.to_le_bytes(),
-        0,
-    );
+    bar_write(&mut c, reg::GINT_CAUSE::OFFSET, GINT_ERROR);
     c.bar_read(2, &mut [0u8; 4]);
     c.update_irqs(0);
     assert_ne!(c.read32(reg::GINT_CAUSE::OFFSET) & GINT_ERROR, 0);
@@ -227,21 +183,17 @@ fn global_error_interrupts_again_after_the_cause_is_cleared() {
 fn port_error_with_gerr_port_set_raises_the_cause() {
     let (mem, irqs) = (Memory::new(), Irqs::default());
     let mut c = controller(&mem, &irqs);
-    c.bar_write(u64::from(reg::GINT_MASK::OFFSET), &0u32.to_le_bytes(), 0);
-    let tail = u64::from(preg(0, reg::RING_TAIL::of::<reg::TxRing>()));
+    bar_write(&mut c, reg::GINT_MASK::OFFSET, 0);
+    let tail = preg(0, reg::RING_TAIL::of::<reg::TxRing>());
     // A doorbell on a disabled ring is a port error.
-    c.bar_write(tail, &1u32.to_le_bytes(), 0);
+    bar_write(&mut c, tail, 1);
     assert_ne!(
         c.read32(reg::GERR::OFFSET) & reg::GERR::ZERO.port().mask(),
         0
     );
     assert_eq!(irqs.on(reg::VECTOR_GLOBAL), 1);
-    c.bar_write(
-        u64::from(reg::GINT_CAUSE::OFFSET),
-        &GINT_ERROR.to_le_bytes(),
-        0,
-    );
-    c.bar_write(tail, &1u32.to_le_bytes(), 0);
+    bar_write(&mut c, reg::GINT_CAUSE::OFFSET, GINT_ERROR);
+    bar_write(&mut c, tail, 1);
     assert_ne!(c.read32(reg::GINT_CAUSE::OFFSET) & GINT_ERROR, 0);
     assert_eq!(irqs.on(reg::VECTOR_GLOBAL), 2);
 }
@@ -252,16 +204,15 @@ fn port_error_with_gerr_port_set_raises_the_cause() {
 fn handled_global_error_stays_quiet() {
     let (mem, irqs) = (Memory::new(), Irqs::default());
     let mut c = controller(&mem, &irqs);
-    c.bar_write(u64::from(reg::GINT_MASK::OFFSET), &0u32.to_le_bytes(), 0);
-    let tail = u64::from(preg(0, reg::RING_TAIL::of::<reg::TxRing>()));
-    c.bar_write(tail, &1u32.to_le_bytes(), 0);
+    bar_write(&mut c, reg::GINT_MASK::OFFSET, 0);
+    let tail = preg(0, reg::RING_TAIL::of::<reg::TxRing>());
+    bar_write(&mut c, tail, 1);
     c.bar_read(2, &mut [0u8; 4]);
     let err = c.read32(preg(0, reg::ERR_STATUS::OFFSET));
-    let w = |c: &mut Controller, off: u32, v: u32| c.bar_write(u64::from(off), &v.to_le_bytes(), 0);
-    w(&mut c, preg(0, reg::ERR_STATUS::OFFSET), err);
+    bar_write(&mut c, preg(0, reg::ERR_STATUS::OFFSET), err);
     let gerr = c.read32(reg::GERR::OFFSET);
-    w(&mut c, reg::GERR::OFFSET, gerr);
-    w(&mut c, reg::GINT_CAUSE::OFFSET, GINT_ERROR);
+    bar_write(&mut c, reg::GERR::OFFSET, gerr);
+    bar_write(&mut c, reg::GINT_CAUSE::OFFSET, GINT_ERROR);
     c.update_irqs(1);
     assert_eq!(c.read32(reg::GINT_CAUSE::OFFSET), 0);
     assert_eq!(c.read32(reg::GERR::OFFSET), 0);

@@ -4,8 +4,10 @@
 //! error and a counter, never panic, and leave the other ports working.
 
 mod common;
+mod support;
 
 use common::{bring_up, fabric, run_until, MEM_BASE, MEM_SIZE};
+use support::{enable_port, get_desc, preg, program_ring, put_desc};
 use ub_fabric::device::{Controller, ControllerConfig, RecordingIrqs};
 use ub_fabric::mem::FakeMemory;
 use ub_fabric::rng::Rng;
@@ -22,48 +24,9 @@ fn controller() -> Controller {
     c
 }
 
-fn preg(port: u32, r: u32) -> u32 {
-    reg::port_reg(port, r).expect("port reg")
-}
-
 fn setup_tx(c: &mut Controller, port: u32, base: u64, size: u32) {
-    c.write32(
-        preg(port, reg::RING_BASE_LO::of::<reg::TxRing>()),
-        base as u32,
-        0,
-    );
-    c.write32(
-        preg(port, reg::RING_BASE_HI::of::<reg::TxRing>()),
-        (base >> 32) as u32,
-        0,
-    );
-    c.write32(preg(port, reg::RING_SIZE::of::<reg::TxRing>()), size, 0);
-    c.write32(
-        preg(port, reg::RING_CTRL::of::<reg::TxRing>()),
-        reg::RING_CTRL::ZERO.enable().mask(),
-        0,
-    );
-    c.write32(preg(port, reg::INT_MASK::OFFSET), 0, 0);
-    c.write32(
-        preg(port, reg::PHY_CTRL::OFFSET),
-        reg::PHY_CTRL::ZERO.enable().mask(),
-        0,
-    );
-    c.set_link(port as usize, true);
-}
-
-fn put_desc(c: &mut Controller, base: u64, idx: u32, d: reg::Desc) {
-    c.memory_mut()
-        .write(reg::desc_addr(base, idx).expect("addr"), &d.encode())
-        .expect("desc");
-}
-
-fn get_desc(c: &mut Controller, base: u64, idx: u32) -> reg::Desc {
-    let mut raw = [0u8; reg::DESC_BYTES];
-    c.memory_mut()
-        .read(reg::desc_addr(base, idx).expect("addr"), &mut raw)
-        .expect("desc");
-    reg::Desc::decode(&raw)
+    program_ring(c, port, true, base, size);
+    enable_port(c, port);
 }
 
 #[test]
@@ -82,16 +45,7 @@ fn garbage_tx_descriptors_are_skipped_with_errors() {
         (buf, 40, u32::MAX),                      // good one
     ];
     for (i, &(addr, len, _)) in cases.iter().enumerate() {
-        put_desc(
-            &mut c,
-            base,
-            i as u32,
-            reg::Desc {
-                addr,
-                len,
-                ..Default::default()
-            },
-        );
+        put_desc(&mut c, base, i as u32, addr, len);
     }
     c.write32(
         preg(0, reg::RING_TAIL::of::<reg::TxRing>()),
@@ -135,16 +89,7 @@ fn unreadable_ring_halts_only_that_ring() {
     setup_tx(&mut c, 0, 0x7000_0000_0000, 8); // ring outside memory
     setup_tx(&mut c, 1, MEM_BASE, 8);
     c.write32(preg(0, reg::RING_TAIL::of::<reg::TxRing>()), 3, 0);
-    put_desc(
-        &mut c,
-        MEM_BASE,
-        0,
-        reg::Desc {
-            addr: MEM_BASE + 0x1000,
-            len: 20,
-            ..Default::default()
-        },
-    );
+    put_desc(&mut c, MEM_BASE, 0, MEM_BASE + 0x1000, 20);
     c.write32(preg(1, reg::RING_TAIL::of::<reg::TxRing>()), 1, 0);
     let mut out = Vec::new();
     c.pull_tx(0, 4096, &mut out);
@@ -174,22 +119,7 @@ fn bad_ring_configuration_is_refused() {
         (MEM_BASE + 8, 8),
         (u64::MAX - 15, 64),
     ] {
-        c.write32(
-            preg(0, reg::RING_BASE_LO::of::<reg::TxRing>()),
-            base as u32,
-            0,
-        );
-        c.write32(
-            preg(0, reg::RING_BASE_HI::of::<reg::TxRing>()),
-            (base >> 32) as u32,
-            0,
-        );
-        c.write32(preg(0, reg::RING_SIZE::of::<reg::TxRing>()), size, 0);
-        c.write32(
-            preg(0, reg::RING_CTRL::of::<reg::TxRing>()),
-            reg::RING_CTRL::ZERO.enable().mask(),
-            0,
-        );
+        program_ring(&mut c, 0, true, base, size);
         assert_eq!(
             c.read32(preg(0, reg::RING_CTRL::of::<reg::TxRing>()))
                 & reg::RING_CTRL::ZERO.enable().mask(),
@@ -215,16 +145,7 @@ fn doorbell_storm_is_bounded() {
     let mut c = controller();
     setup_tx(&mut c, 0, MEM_BASE, 64);
     for i in 0..64 {
-        put_desc(
-            &mut c,
-            MEM_BASE,
-            i,
-            reg::Desc {
-                addr: MEM_BASE + 0x10000,
-                len: 20,
-                ..Default::default()
-            },
-        );
+        put_desc(&mut c, MEM_BASE, i, MEM_BASE + 0x10000, 20);
     }
     let mut rng = Rng::new(5, 0);
     let start = std::time::Instant::now();
@@ -307,43 +228,10 @@ fn random_register_fuzz_never_panics() {
 #[test]
 fn rx_buffers_outside_memory_are_errors() {
     let mut c = controller();
-    c.write32(
-        preg(0, reg::RING_BASE_LO::of::<reg::RxRing>()),
-        MEM_BASE as u32,
-        0,
-    );
-    c.write32(preg(0, reg::RING_BASE_HI::of::<reg::RxRing>()), 0, 0);
-    c.write32(preg(0, reg::RING_SIZE::of::<reg::RxRing>()), 8, 0);
-    c.write32(
-        preg(0, reg::RING_CTRL::of::<reg::RxRing>()),
-        reg::RING_CTRL::ZERO.enable().mask(),
-        0,
-    );
-    c.write32(
-        preg(0, reg::PHY_CTRL::OFFSET),
-        reg::PHY_CTRL::ZERO.enable().mask(),
-        0,
-    );
-    put_desc(
-        &mut c,
-        MEM_BASE,
-        0,
-        reg::Desc {
-            addr: 0x10,
-            len: 640,
-            ..Default::default()
-        },
-    );
-    put_desc(
-        &mut c,
-        MEM_BASE,
-        1,
-        reg::Desc {
-            addr: MEM_BASE + 0x1000,
-            len: 640,
-            ..Default::default()
-        },
-    );
+    program_ring(&mut c, 0, false, MEM_BASE, 8);
+    enable_port(&mut c, 0);
+    put_desc(&mut c, MEM_BASE, 0, 0x10, 640);
+    put_desc(&mut c, MEM_BASE, 1, MEM_BASE + 0x1000, 640);
     c.write32(preg(0, reg::RING_TAIL::of::<reg::RxRing>()), 2, 0);
     c.push_rx(0, 0, &[0xab; 100]);
     c.service_rx();

@@ -13,7 +13,7 @@ use ub_fabric::device::{Controller, RecordingIrqs};
 use ub_fabric::fabric::Fabric;
 use ub_fabric::mem::FakeMemory;
 use ub_fabric::topology::{addr, Topology};
-use ub_proto::controller as reg;
+use ub_proto::controller::{self as reg, RegisterBase, Ring};
 use ub_proto::link::engine::{Delivery, Event, Link, LinkConfig, RxSink, TxPacket, TxSource};
 use ub_proto::link::retry::RetrySlot;
 use ub_proto::link::DllState;
@@ -214,38 +214,17 @@ impl Driver {
             let w = |ctrl: &mut Controller, r: u32, v: u32| {
                 ctrl.write32(reg::port_reg(p, r).expect("reg"), v, now)
             };
-            w(
-                ctrl,
-                reg::RING_BASE_LO::of::<reg::TxRing>(),
-                d.tx_base as u32,
-            );
-            w(
-                ctrl,
-                reg::RING_BASE_HI::of::<reg::TxRing>(),
-                (d.tx_base >> 32) as u32,
-            );
-            w(ctrl, reg::RING_SIZE::of::<reg::TxRing>(), RING);
-            w(
-                ctrl,
-                reg::RING_CTRL::of::<reg::TxRing>(),
-                reg::RING_CTRL::ZERO.enable().mask(),
-            );
-            w(
-                ctrl,
-                reg::RING_BASE_LO::of::<reg::RxRing>(),
-                d.rx_base as u32,
-            );
-            w(
-                ctrl,
-                reg::RING_BASE_HI::of::<reg::RxRing>(),
-                (d.rx_base >> 32) as u32,
-            );
-            w(ctrl, reg::RING_SIZE::of::<reg::RxRing>(), RING);
-            w(
-                ctrl,
-                reg::RING_CTRL::of::<reg::RxRing>(),
-                reg::RING_CTRL::ZERO.enable().mask(),
-            );
+            for (block, base) in [
+                (<reg::TxRing as RegisterBase<Ring>>::BASE, d.tx_base),
+                (<reg::RxRing as RegisterBase<Ring>>::BASE, d.rx_base),
+            ] {
+                let (lo, hi) = reg::split_u64(base);
+                w(ctrl, block + reg::RING_BASE_LO::OFFSET, lo);
+                w(ctrl, block + reg::RING_BASE_HI::OFFSET, hi);
+                w(ctrl, block + reg::RING_SIZE::OFFSET, RING);
+                let enable = reg::RING_CTRL::ZERO.enable().mask();
+                w(ctrl, block + reg::RING_CTRL::OFFSET, enable);
+            }
             // Post every RX buffer but one (a full ring is head == tail + 1).
             for i in 0..RING - 1 {
                 let desc = reg::Desc {
