@@ -5,8 +5,9 @@
 //! registers, allocates one MSI-X vector per interrupt source (vector 0:
 //! global causes, vector 1 + n: port n) and counts the interrupts of each
 //! vector. Everything is exposed in debugfs under `ub/<pci-name>/`; see
-//! `Documentation/ub/driver.rst`. The register map is the shared
-//! [`crate::controller`] module (the same file `ub-fabric` compiles).
+//! `Documentation/ub/driver.rst`. Registers are the types of [`crate::regs`]:
+//! the shared register table (the one `ub-fabric` compiles) expanded with
+//! the kernel's `register!`; constants come from [`crate::controller`].
 //!
 //! Teardown follows drop order of [`Controller`]: the IRQ handlers are freed
 //! first, then the MSI-X vectors, then the debugfs files, and the BAR
@@ -16,7 +17,7 @@ use kernel::{
     debugfs,
     device::Core,
     fmt,
-    io::Io,
+    io::{register::Array, Io},
     irq::{self, IrqReturn},
     pci,
     prelude::*,
@@ -27,23 +28,20 @@ use kernel::{
     uaccess::UserSliceReader,
 };
 
-use crate::controller as regs;
+use crate::controller as hw;
+use crate::regs::{
+    CAP_MSIX, CAP_PORTS, CAP_RING, CAP_XFER, CTRL, ERR_STATUS, GERR, GINT_CAUSE, GINT_MASK,
+    GINT_TEST, IDENT, INT_CAUSE, SCRATCH, VERSION,
+};
 
 /// Size of BAR0, from the shared register map.
-const BAR0_SIZE: usize = regs::BAR0_SIZE as usize;
+const BAR0_SIZE: usize = hw::BAR0_SIZE as usize;
 
-/// Most MSI-X vectors a controller can have (global + [`regs::MAX_PORTS`]).
-const MAX_VECTORS: usize = regs::msix_vectors(regs::MAX_PORTS) as usize;
+/// Most MSI-X vectors a controller can have (global + [`hw::MAX_PORTS`]).
+const MAX_VECTORS: usize = hw::msix_vectors(hw::MAX_PORTS) as usize;
 
 /// The register interface major version this driver speaks.
-const VERSION_MAJOR: u32 = regs::VERSION_VALUE >> 16;
-
-// Field layouts of the capability registers (`Documentation/ub/controller.rst`,
-// "Global registers"); the shared module declares their offsets, not masks.
-/// `CAP_PORTS` bits 3:0: number of ports.
-const CAP_PORTS_MASK: u32 = 0xf;
-/// `CAP_MSIX` bits 10:0: MSI-X vectors.
-const CAP_MSIX_MASK: u32 = 0x7ff;
+const VERSION_MAJOR: u32 = hw::VERSION::from_raw(hw::VERSION_VALUE).major().get();
 
 /// Pattern written to `SCRATCH` at probe to check that BAR writes reach the
 /// device.
@@ -109,13 +107,13 @@ pub(crate) struct UbPciDriver;
 
 // The kernel crate builds vendor IDs only from its named constants: check that
 // the one used is the shared register map's.
-const _: () = assert!(pci::Vendor::HUAWEI.as_raw() == regs::PCI_VENDOR_ID);
+const _: () = assert!(pci::Vendor::HUAWEI.as_raw() == hw::PCI_VENDOR_ID);
 
 kernel::pci_device_table!(
     PCI_TABLE,
     <UbPciDriver as pci::Driver>::IdInfo,
     [(
-        pci::DeviceId::from_id(pci::Vendor::HUAWEI, regs::PCI_DEVICE_ID as u32),
+        pci::DeviceId::from_id(pci::Vendor::HUAWEI, hw::PCI_DEVICE_ID as u32),
         ()
     )]
 );
@@ -123,23 +121,23 @@ kernel::pci_device_table!(
 /// Identification and capabilities read at probe.
 #[derive(Clone, Copy)]
 struct Ident {
-    ident: u32,
-    version: u32,
-    cap_ports: u32,
-    cap_ring: u32,
-    cap_xfer: u32,
-    cap_msix: u32,
+    ident: IDENT,
+    version: VERSION,
+    cap_ports: CAP_PORTS,
+    cap_ring: CAP_RING,
+    cap_xfer: CAP_XFER,
+    cap_msix: CAP_MSIX,
 }
 
 impl Ident {
-    /// Number of ports (1..=[`regs::MAX_PORTS`] once checked).
+    /// Number of ports (1..=[`hw::MAX_PORTS`] once checked).
     fn ports(&self) -> u32 {
-        self.cap_ports & CAP_PORTS_MASK
+        self.cap_ports.ports().get()
     }
 
     /// Number of MSI-X vectors the device has.
     fn vectors(&self) -> u32 {
-        self.cap_msix & CAP_MSIX_MASK
+        self.cap_msix.vectors().get()
     }
 }
 
@@ -177,53 +175,50 @@ impl Shared {
         let Some(bar) = self.bar.try_access() else {
             return IrqReturn::None;
         };
-        if vector == usize::from(regs::VECTOR_GLOBAL) {
-            let cause = bar.read32(regs::REG_GINT_CAUSE as usize);
-            if cause == 0 {
+        if vector == usize::from(hw::VECTOR_GLOBAL) {
+            let cause = bar.read(GINT_CAUSE);
+            if cause.into_raw() == 0 {
                 self.spurious.fetch_add(1, Relaxed);
                 return IrqReturn::None;
             }
-            if cause & regs::GINT_ERROR != 0 {
+            if cause.error() {
                 // Clear the error sources first, so the cause stays clear: a
                 // port error left in `ERR_STATUS` would set `GERR.PORT` again.
-                let gerr = bar.read32(regs::REG_GERR as usize);
-                if gerr & regs::GERR_PORT != 0 {
+                let gerr = bar.read(GERR);
+                if gerr.port() {
                     for port in 0..self.ident.ports() {
-                        if let Some(off) = regs::port_reg(port, regs::P_ERR_STATUS) {
-                            if let Ok(err) = bar.try_read32(off as usize) {
-                                let _ = bar.try_write32(err, off as usize);
-                            }
+                        if let Some(loc) = ERR_STATUS::try_at(port as usize) {
+                            // RW1C: writing back what was read clears it.
+                            let _ = bar.try_update(loc, |err: ERR_STATUS| err);
                         }
                     }
                 }
-                bar.write32(gerr, regs::REG_GERR as usize);
+                bar.write_reg(gerr);
                 self.error_causes.fetch_add(1, Relaxed);
             }
-            if cause & regs::GINT_TEST != 0 {
+            if cause.test() {
                 self.test_causes.fetch_add(1, Relaxed);
             }
-            bar.write32(cause, regs::REG_GINT_CAUSE as usize);
+            bar.write_reg(cause);
             return IrqReturn::Handled;
         }
         // Port vectors: 1 + port. Their causes stay masked until the link
         // layer is wired to the rings; clear whatever is there.
-        let Some(off) = u32::try_from(vector)
-            .ok()
-            .and_then(|v| v.checked_sub(1))
-            .and_then(|port| regs::port_reg(port, regs::P_INT_CAUSE))
-        else {
+        let Some(port) = vector.checked_sub(1) else {
             return IrqReturn::None;
         };
-        match bar.try_read32(off as usize) {
-            Ok(0) | Err(_) => {
+        match INT_CAUSE::try_at(port).map(|loc| bar.try_read(loc)) {
+            Some(Ok(cause)) if cause.into_raw() != 0 => {
+                // The location was just read successfully, so the write
+                // cannot fail either.
+                if let Some(loc) = INT_CAUSE::try_at(port) {
+                    let _ = bar.try_write(loc, cause);
+                }
+                IrqReturn::Handled
+            }
+            _ => {
                 self.spurious.fetch_add(1, Relaxed);
                 IrqReturn::None
-            }
-            Ok(cause) => {
-                // The offset was just read successfully, so the write cannot
-                // fail either.
-                let _ = bar.try_write32(cause, off as usize);
-                IrqReturn::Handled
             }
         }
     }
@@ -261,30 +256,34 @@ pub(crate) struct Controller<'bound> {
 /// Reads and checks the identification and capability registers.
 fn identify(pdev: &pci::Device<Core<'_>>, bar: &pci::Bar<'_, BAR0_SIZE>) -> Result<Ident> {
     let id = Ident {
-        ident: bar.read32(regs::REG_IDENT as usize),
-        version: bar.read32(regs::REG_VERSION as usize),
-        cap_ports: bar.read32(regs::REG_CAP_PORTS as usize),
-        cap_ring: bar.read32(regs::REG_CAP_RING as usize),
-        cap_xfer: bar.read32(regs::REG_CAP_XFER as usize),
-        cap_msix: bar.read32(regs::REG_CAP_MSIX as usize),
+        ident: bar.read(IDENT),
+        version: bar.read(VERSION),
+        cap_ports: bar.read(CAP_PORTS),
+        cap_ring: bar.read(CAP_RING),
+        cap_xfer: bar.read(CAP_XFER),
+        cap_msix: bar.read(CAP_MSIX),
     };
-    if id.ident != regs::IDENT_VALUE {
-        dev_err!(pdev, "IDENT is {:#010x}, not a UB controller\n", id.ident);
-        return Err(ENODEV);
-    }
-    if id.version >> 16 != VERSION_MAJOR {
+    if id.ident.into_raw() != hw::IDENT_VALUE {
         dev_err!(
             pdev,
-            "unsupported register interface {:#010x}\n",
-            id.version
+            "IDENT is {:#010x}, not a UB controller\n",
+            id.ident.into_raw()
         );
         return Err(ENODEV);
     }
-    if id.ports() == 0 || id.ports() > regs::MAX_PORTS {
+    if id.version.major().get() != VERSION_MAJOR {
+        dev_err!(
+            pdev,
+            "unsupported register interface {:#010x}\n",
+            id.version.into_raw()
+        );
+        return Err(ENODEV);
+    }
+    if id.ports() == 0 || id.ports() > hw::MAX_PORTS {
         dev_err!(pdev, "bad port count {}\n", id.ports());
         return Err(ENODEV);
     }
-    if id.vectors() != u32::from(regs::msix_vectors(id.ports())) {
+    if id.vectors() != u32::from(hw::msix_vectors(id.ports())) {
         dev_err!(
             pdev,
             "{} MSI-X vectors for {} ports\n",
@@ -294,9 +293,9 @@ fn identify(pdev: &pci::Device<Core<'_>>, bar: &pci::Bar<'_, BAR0_SIZE>) -> Resu
         return Err(ENODEV);
     }
     // Register writes reach the device and read back.
-    bar.write32(SCRATCH_PATTERN, regs::REG_SCRATCH as usize);
-    let scratch = bar.read32(regs::REG_SCRATCH as usize);
-    bar.write32(0, regs::REG_SCRATCH as usize);
+    bar.write_reg(SCRATCH::from_raw(SCRATCH_PATTERN));
+    let scratch = bar.read(SCRATCH).into_raw();
+    bar.write_reg(SCRATCH::zeroed());
     if scratch != SCRATCH_PATTERN {
         dev_err!(pdev, "SCRATCH reads {:#010x}\n", scratch);
         return Err(EIO);
@@ -348,10 +347,10 @@ impl pci::Driver for UbPciDriver {
 
             let bar = pdev.iomap_region_sized::<BAR0_SIZE>(0, c"ub")?;
             // Start from reset values whatever a previous driver left.
-            bar.write32(regs::CTRL_RESET, regs::REG_CTRL as usize);
+            bar.write_reg(CTRL::zeroed().with_reset(true));
             let ident = identify(pdev, &bar)?;
 
-            let nvec = usize::from(regs::msix_vectors(ident.ports()));
+            let nvec = usize::from(hw::msix_vectors(ident.ports()));
             let vectors = pdev.alloc_irq_vectors(
                 ident.vectors(),
                 ident.vectors(),
@@ -402,8 +401,8 @@ impl pci::Driver for UbPciDriver {
                 // unmask them. Port causes stay masked (reset value) until the
                 // link layer drives the rings.
                 let bar = this.shared.bar.try_access().ok_or(ENODEV)?;
-                bar.write32(regs::GINT_ALL, regs::REG_GINT_CAUSE as usize);
-                bar.write32(0, regs::REG_GINT_MASK as usize);
+                bar.write_reg(GINT_CAUSE::from_raw(hw::GINT_CAUSE::FIELDS));
+                bar.write_reg(GINT_MASK::zeroed());
                 Ok(())
             }))
         })
@@ -414,43 +413,50 @@ impl pci::Driver for UbPciDriver {
         // reset value (the ports were never enabled, but a reset also stops
         // any DMA a later version starts).
         if let Ok(bar) = this.shared.bar.access(pdev.as_ref()) {
-            bar.write32(regs::GINT_ALL, regs::REG_GINT_MASK as usize);
-            bar.write32(regs::CTRL_RESET, regs::REG_CTRL as usize);
+            bar.write_reg(GINT_MASK::from_raw(hw::GINT_CAUSE::FIELDS));
+            bar.write_reg(CTRL::zeroed().with_reset(true));
         }
     }
 }
 
-/// Formats a live read of a register, or `unavailable` once unbound.
-fn show_reg(s: &Shared, off: u32, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+/// Formats a live read of a register (`read` on the mapped BAR), or
+/// `unavailable` once unbound.
+fn show_reg(
+    s: &Shared,
+    f: &mut fmt::Formatter<'_>,
+    read: impl FnOnce(&pci::Bar<'_, BAR0_SIZE>) -> u32,
+) -> fmt::Result {
     match s.bar.try_access() {
-        Some(bar) => match bar.try_read32(off as usize) {
-            Ok(v) => writeln!(f, "{v:#010x}"),
-            Err(_) => writeln!(f, "unavailable"),
-        },
+        Some(bar) => writeln!(f, "{:#010x}", read(&bar)),
         None => writeln!(f, "unavailable"),
     }
 }
 
 /// `ident`: the `IDENT` register, read from BAR0 on every read.
 fn show_ident(s: &Shared, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    show_reg(s, regs::REG_IDENT, f)
+    show_reg(s, f, |bar| bar.read(IDENT).into_raw())
 }
 
 /// `version`: the `VERSION` register, read from BAR0 on every read.
 fn show_version(s: &Shared, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    show_reg(s, regs::REG_VERSION, f)
+    show_reg(s, f, |bar| bar.read(VERSION).into_raw())
 }
 
 /// `caps`: the capability registers as read at probe, decoded.
 fn show_caps(s: &Shared, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let id = &s.ident;
-    writeln!(f, "ident {:#010x}", id.ident)?;
-    writeln!(f, "version {}.{}", id.version >> 16, id.version & 0xffff)?;
+    writeln!(f, "ident {:#010x}", id.ident.into_raw())?;
+    writeln!(
+        f,
+        "version {}.{}",
+        id.version.major().get(),
+        id.version.minor().get()
+    )?;
     writeln!(f, "ports {}", id.ports())?;
-    writeln!(f, "ring_min {}", id.cap_ring >> 16)?;
-    writeln!(f, "ring_max {}", id.cap_ring & 0xffff)?;
-    writeln!(f, "max_xfer {}", id.cap_xfer & 0xffff)?;
-    writeln!(f, "flit_bytes {}", (id.cap_xfer >> 16) & 0xff)?;
+    writeln!(f, "ring_min {}", id.cap_ring.smallest().get())?;
+    writeln!(f, "ring_max {}", id.cap_ring.largest().get())?;
+    writeln!(f, "max_xfer {}", id.cap_xfer.max_bytes().get())?;
+    writeln!(f, "flit_bytes {}", id.cap_xfer.flit_bytes().get())?;
     writeln!(f, "msix_vectors {}", id.vectors())
 }
 
@@ -489,6 +495,8 @@ fn trigger_test(s: &Shared, reader: &mut UserSliceReader) -> Result {
         return Err(EINVAL);
     }
     let bar = s.bar.try_access().ok_or(ENODEV)?;
-    bar.write32(regs::GINT_TEST, regs::REG_GINT_TEST as usize);
+    bar.write_reg(GINT_TEST::from_raw(
+        GINT_CAUSE::zeroed().with_test(true).into_raw(),
+    ));
     Ok(())
 }

@@ -17,6 +17,10 @@ pub mod proto;
 pub use proto::*;
 
 mod controller_pci;
+// The driver uses part of the register table so far; the rest is there for
+// the data path.
+#[allow(dead_code)]
+mod regs;
 
 module! {
     type: UbModule,

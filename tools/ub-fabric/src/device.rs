@@ -14,7 +14,10 @@
 use std::collections::VecDeque;
 
 use serde::Serialize;
-use ub_proto::controller as reg;
+use ub_proto::controller::{self as reg, Field};
+
+/// The port error bits, by field (`ERR_STATUS::ZERO.tx_desc()`...).
+use reg::ERR_STATUS as ErrBits;
 
 use crate::mem::GuestMemory;
 
@@ -132,9 +135,29 @@ struct Ring {
 }
 
 impl Ring {
+    /// The `RING_CTRL` value.
     fn ctrl(&self) -> u32 {
-        (if self.enabled { reg::RING_ENABLE } else { 0 })
-            | (if self.halted { reg::RING_HALTED } else { 0 })
+        reg::RING_CTRL::ZERO
+            .enable()
+            .set(self.enabled)
+            .halted()
+            .set(self.halted)
+            .into_raw()
+    }
+
+    /// Reads the ring's register at `rel` in its block, or `None` if
+    /// `rel` names no ring register.
+    fn read(&self, rel: u32) -> Option<u32> {
+        let (lo, hi) = reg::split_u64(self.base);
+        Some(match rel {
+            reg::RING_BASE_LO::OFFSET => lo,
+            reg::RING_BASE_HI::OFFSET => hi,
+            reg::RING_SIZE::OFFSET => self.size,
+            reg::RING_HEAD::OFFSET => self.head,
+            reg::RING_TAIL::OFFSET => self.tail,
+            reg::RING_CTRL::OFFSET => self.ctrl(),
+            _ => return None,
+        })
     }
 
     fn pending(&self) -> u32 {
@@ -143,6 +166,13 @@ impl Ring {
         }
         reg::ring_pending(self.head, self.tail, self.size)
     }
+}
+
+/// Which of a port's rings.
+#[derive(Debug, Clone, Copy)]
+enum Dir {
+    Tx,
+    Rx,
 }
 
 #[derive(Debug)]
@@ -157,7 +187,13 @@ struct Port {
     int_mask: u32,
     moderation_us: u32,
     last_irq: Option<u64>,
-    irq_edge: bool,
+    /// Causes that went 0 → 1 (or were unmasked while set) since the last
+    /// message: the vector fires for these.
+    irq_edge: u32,
+    /// The PHY link was up when the device was reset: the fabric must see
+    /// the port disabled (and take the link down for the peer) before it
+    /// may come up again, however fast the driver re-enables it.
+    reset_pending: bool,
     err_status: u32,
     err_last: u32,
     /// Received data waiting for RX buffers, as segments each preceded
@@ -177,10 +213,11 @@ impl Port {
             tx: Ring::default(),
             rx: Ring::default(),
             int_cause: 0,
-            int_mask: reg::INT_ALL,
+            int_mask: reg::INT_MASK::FIELDS,
             moderation_us: 0,
             last_irq: None,
-            irq_edge: false,
+            irq_edge: 0,
+            reset_pending: false,
             err_status: 0,
             err_last: 0,
             rx_fifo: VecDeque::new(),
@@ -189,39 +226,193 @@ impl Port {
         }
     }
 
-    fn cause(&mut self, bits: u32) {
-        if bits & !self.int_cause != 0 {
-            self.irq_edge = true;
+    fn ring(&mut self, dir: Dir) -> &mut Ring {
+        match dir {
+            Dir::Tx => &mut self.tx,
+            Dir::Rx => &mut self.rx,
         }
+    }
+
+    fn ring_ref(&self, dir: Dir) -> &Ring {
+        match dir {
+            Dir::Tx => &self.tx,
+            Dir::Rx => &self.rx,
+        }
+    }
+
+    /// Writes the register at `rel` in ring `dir`'s block; `false` if `rel`
+    /// names no writable ring register. Base and size are writable only
+    /// while the ring is disabled (`RING_BUSY` otherwise).
+    fn write_ring(&mut self, dir: Dir, rel: u32, v: u32) -> bool {
+        let ring = *self.ring_ref(dir);
+        let mut new = ring;
+        match rel {
+            reg::RING_BASE_LO::OFFSET => new.base = reg::join_u64(v, reg::split_u64(ring.base).1),
+            reg::RING_BASE_HI::OFFSET => new.base = reg::join_u64(reg::split_u64(ring.base).0, v),
+            reg::RING_SIZE::OFFSET => new.size = v,
+            reg::RING_CTRL::OFFSET => {
+                // Enabling validates the configuration; enabling or
+                // disabling starts the ring over (head, tail, halt).
+                let enable = reg::RING_CTRL::from_raw(v).enable().is_set();
+                if enable && ring.enabled {
+                    return true;
+                }
+                if enable
+                    && (!reg::ring_size_ok(ring.size)
+                        || ring.base % reg::DESC_BYTES as u64 != 0
+                        || reg::desc_addr(ring.base, ring.size).is_none())
+                {
+                    self.error(ErrBits::ZERO.ring_cfg(), 0);
+                    return true;
+                }
+                *self.ring(dir) = Ring {
+                    enabled: enable,
+                    halted: false,
+                    head: 0,
+                    tail: 0,
+                    ..ring
+                };
+                return true;
+            }
+            reg::RING_TAIL::OFFSET => {
+                self.c.doorbells += 1;
+                if !ring.enabled || v >= ring.size {
+                    self.error(ErrBits::ZERO.doorbell(), v);
+                    return true;
+                }
+                if v == ring.tail {
+                    self.c.idle_doorbells += 1;
+                }
+                self.ring(dir).tail = v;
+                return true;
+            }
+            _ => return false,
+        }
+        // Base and size.
+        if ring.enabled {
+            self.error(ErrBits::ZERO.ring_busy(), 0);
+        } else {
+            *self.ring(dir) = new;
+        }
+        true
+    }
+
+    /// The descriptor at the head of ring `dir` and its address, or `None`
+    /// (the ring halted with `RING_DMA`) if it cannot be read.
+    fn head_desc(&mut self, mem: &dyn GuestMemory, dir: Dir) -> Option<(u64, reg::Desc)> {
+        let ring = *self.ring(dir);
+        let mut raw = [0u8; reg::DESC_BYTES];
+        let read = reg::desc_addr(ring.base, ring.head).filter(|&a| mem.read(a, &mut raw).is_ok());
+        if read.is_none() {
+            self.halt(dir);
+        }
+        read.map(|a| (a, reg::Desc::decode(&raw)))
+    }
+
+    /// Writes back `d`, the head descriptor of ring `dir` at `daddr`, and
+    /// advances the head; `false` (the ring halted with `RING_DMA`, the
+    /// descriptor not consumed) if the write-back fails.
+    fn complete(&mut self, mem: &mut dyn GuestMemory, dir: Dir, daddr: u64, d: &reg::Desc) -> bool {
+        let written = daddr
+            .checked_add(reg::Desc::WRITEBACK_OFFSET as u64)
+            .is_some_and(|wb| mem.write(wb, &d.writeback()).is_ok());
+        if !written {
+            self.halt(dir);
+            return false;
+        }
+        let ring = self.ring(dir);
+        ring.head = reg::ring_next(ring.head, ring.size);
+        true
+    }
+
+    /// Stops ring `dir` on a descriptor it cannot read or write back.
+    fn halt(&mut self, dir: Dir) {
+        let ring = self.ring(dir);
+        ring.halted = true;
+        let head = ring.head;
+        self.error(ErrBits::ZERO.ring_dma(), head);
+    }
+
+    /// LinkUp as the driver sees it: the PHY's, while the port is enabled
+    /// and not waiting for the link to go down after a reset.
+    fn link_up(&self) -> bool {
+        self.link_up && self.enabled && !self.reset_pending
+    }
+
+    /// Sets causes `bits`; those that were clear are edges.
+    fn cause(&mut self, bits: u32) {
+        self.irq_edge |= bits & !self.int_cause;
         self.int_cause |= bits;
     }
 
-    fn error(&mut self, err_bit: u32, index: u32) {
-        self.err_status |= 1 << err_bit;
-        self.err_last = err_bit | (index << 16);
+    /// Records error `err` (an `ERR_STATUS` field) about descriptor or
+    /// value `index`.
+    fn error(&mut self, err: Field<ErrBits>, index: u32) {
+        self.err_status |= err.mask();
+        let last = reg::ERR_LAST::ZERO;
+        self.err_last = last
+            .code()
+            .set(err.shift())
+            .index()
+            .set(index.min(last.index().max()))
+            .into_raw();
         self.c.errors += 1;
-        match 1 << err_bit {
-            reg::ERR_TX_DESC => self.c.tx_bad_desc += 1,
-            reg::ERR_TX_DMA => self.c.tx_dma_errors += 1,
-            reg::ERR_RX_DESC => self.c.rx_bad_desc += 1,
-            reg::ERR_RING_DMA => self.c.ring_dma_errors += 1,
-            reg::ERR_RING_CFG => self.c.ring_cfg_errors += 1,
-            reg::ERR_DOORBELL => self.c.bad_doorbells += 1,
-            _ => {}
+        let e = ErrBits::ZERO;
+        let counter = if err == e.tx_desc() {
+            Some(&mut self.c.tx_bad_desc)
+        } else if err == e.tx_dma() {
+            Some(&mut self.c.tx_dma_errors)
+        } else if err == e.rx_desc() {
+            Some(&mut self.c.rx_bad_desc)
+        } else if err == e.ring_dma() {
+            Some(&mut self.c.ring_dma_errors)
+        } else if err == e.ring_cfg() {
+            Some(&mut self.c.ring_cfg_errors)
+        } else if err == e.doorbell() {
+            Some(&mut self.c.bad_doorbells)
+        } else {
+            None
+        };
+        if let Some(c) = counter {
+            *c += 1;
         }
-        self.cause(reg::INT_ERROR);
+        self.cause(int::ERROR);
     }
 }
 
-/// Error bit numbers (the `ERR_*` masks' positions).
-mod errbit {
-    pub(super) const TX_DESC: u32 = 0;
-    pub(super) const TX_DMA: u32 = 1;
-    pub(super) const RX_DESC: u32 = 2;
-    pub(super) const RING_DMA: u32 = 3;
-    pub(super) const RING_CFG: u32 = 4;
-    pub(super) const DOORBELL: u32 = 5;
-    pub(super) const RING_BUSY: u32 = 6;
+/// `INT_CAUSE` bits, from the register table.
+mod int {
+    use ub_proto::controller::INT_CAUSE as C;
+    pub(super) const TX_DONE: u32 = C::ZERO.tx_done().mask();
+    pub(super) const RX_DONE: u32 = C::ZERO.rx_done().mask();
+    pub(super) const LINK: u32 = C::ZERO.link().mask();
+    pub(super) const RETRAIN_DONE: u32 = C::ZERO.retrain_done().mask();
+    pub(super) const ERROR: u32 = C::ZERO.error().mask();
+    pub(super) const RX_NOBUF: u32 = C::ZERO.rx_nobuf().mask();
+}
+
+/// `GERR` bits, from the register table.
+const GERR_BAD_ACCESS: u32 = reg::GERR::ZERO.bad_access().mask();
+/// `GERR.PORT`.
+const GERR_PORT: u32 = reg::GERR::ZERO.port().mask();
+/// `GINT_CAUSE.ERROR`.
+const GINT_ERROR: u32 = reg::GINT_CAUSE::ZERO.error().mask();
+
+// `Ring::ctrl` serves both rings; INT_MASK masks INT_CAUSE bit for bit.
+// Masks and the test register have one bit per cause.
+const _: () = assert!(reg::INT_MASK::FIELDS == reg::INT_CAUSE::FIELDS);
+const _: () = assert!(reg::GINT_MASK::FIELDS == reg::GINT_CAUSE::FIELDS);
+const _: () = assert!(reg::GINT_TEST::FIELDS == reg::GINT_CAUSE::FIELDS);
+
+/// The ring block a port-0 offset falls in, and its offset there (whether
+/// it names a ring register is for the ring to say).
+fn ring_block(off: u32) -> Option<(Dir, u32)> {
+    use reg::{RegisterBase, Ring};
+    let rx = <reg::RxRing as RegisterBase<Ring>>::BASE;
+    let tx = <reg::TxRing as RegisterBase<Ring>>::BASE;
+    [(Dir::Rx, rx), (Dir::Tx, tx)]
+        .into_iter()
+        .find_map(|(dir, base)| off.checked_sub(base).map(|rel| (dir, rel)))
 }
 
 /// Device-level counters.
@@ -242,8 +433,12 @@ pub struct Controller {
     gerr: u32,
     gint_cause: u32,
     gint_mask: u32,
-    gint_edge: bool,
+    /// Global causes that went 0 → 1 (or were unmasked while set).
+    gint_edge: u32,
     scratch: u32,
+    /// The `BAD_ACCESS` register (reset to 0; the lifetime total is in
+    /// [`DeviceCounters::bad_access`]).
+    bad_access: u32,
     ports: Vec<Port>,
     counters: DeviceCounters,
     mem: Box<dyn GuestMemory>,
@@ -279,9 +474,10 @@ impl Controller {
             enabled: false,
             gerr: 0,
             gint_cause: 0,
-            gint_mask: reg::GINT_ALL,
-            gint_edge: false,
+            gint_mask: reg::GINT_MASK::FIELDS,
+            gint_edge: 0,
             scratch: 0,
+            bad_access: 0,
             ports: (0..n).map(|_| Port::new()).collect(),
             counters: DeviceCounters::default(),
             mem,
@@ -339,18 +535,23 @@ impl Controller {
 
     /// Back to the reset values (CTRL.RESET, vfio-user reset, guest
     /// restart). Rings, causes, masks and counters are cleared; ports are
-    /// disabled (so their links go down).
+    /// disabled, so their links go down: a port whose link was up stays
+    /// disabled for the fabric until the fabric has taken the link down
+    /// ([`Controller::set_link`] with `false`), even if the driver enables
+    /// it again at once.
     pub fn reset(&mut self) {
         self.enabled = false;
         self.gerr = 0;
         self.gint_cause = 0;
-        self.gint_mask = reg::GINT_ALL;
-        self.gint_edge = false;
+        self.gint_mask = reg::GINT_MASK::FIELDS;
+        self.gint_edge = 0;
         self.scratch = 0;
+        self.bad_access = 0;
         for p in &mut self.ports {
             let link_up = p.link_up;
             *p = Port::new();
             p.link_up = link_up;
+            p.reset_pending = link_up;
         }
         self.counters.resets += 1;
     }
@@ -359,11 +560,28 @@ impl Controller {
 
     fn bad_access(&mut self) {
         self.counters.bad_access += 1;
-        if self.gerr & reg::GERR_BAD_ACCESS == 0 {
-            self.gint_edge = true;
+        self.bad_access = self.bad_access.wrapping_add(1);
+        self.gerr |= GERR_BAD_ACCESS;
+        self.sync_global_error();
+    }
+
+    /// Sets global causes `bits`; those that were clear are edges.
+    fn global_cause(&mut self, bits: u32) {
+        self.gint_edge |= bits & !self.gint_cause;
+        self.gint_cause |= bits;
+    }
+
+    /// `GERR.PORT` while any port has an error in `ERR_STATUS`, and
+    /// `GINT_CAUSE.ERROR` while `GERR` is non-zero: both are set again as
+    /// soon as they are cleared with their source still there, so a new
+    /// error is never hidden behind one that was already reported.
+    fn sync_global_error(&mut self) {
+        if self.ports.iter().any(|p| p.err_status != 0) {
+            self.gerr |= GERR_PORT;
         }
-        self.gerr |= reg::GERR_BAD_ACCESS;
-        self.gint_cause |= reg::GINT_ERROR;
+        if self.gerr != 0 {
+            self.global_cause(GINT_ERROR);
+        }
     }
 
     /// A BAR0 read of `data.len()` bytes at `off`. Only aligned 4- and
@@ -401,33 +619,45 @@ impl Controller {
     /// Reads one 32-bit register.
     pub fn read32(&mut self, off: u32) -> u32 {
         match off {
-            reg::REG_IDENT => reg::IDENT_VALUE,
-            reg::REG_VERSION => reg::VERSION_VALUE,
-            reg::REG_CAP_PORTS => self.cfg.ports,
-            reg::REG_CAP_RING => reg::RING_MAX | (reg::RING_MIN << 16),
-            reg::REG_CAP_XFER => reg::MAX_XFER_BYTES | (reg::FLIT_BYTES << 16),
-            reg::REG_CAP_MSIX => u32::from(reg::msix_vectors(self.cfg.ports)),
-            reg::REG_CTRL => {
-                if self.enabled {
-                    reg::CTRL_ENABLE
-                } else {
-                    0
-                }
+            reg::IDENT::OFFSET => reg::IDENT_VALUE,
+            reg::VERSION::OFFSET => reg::VERSION_VALUE,
+            reg::CAP_PORTS::OFFSET => reg::CAP_PORTS::ZERO.ports().set(self.cfg.ports).into_raw(),
+            reg::CAP_RING::OFFSET => reg::CAP_RING::ZERO
+                .largest()
+                .set(reg::RING_MAX)
+                .smallest()
+                .set(reg::RING_MIN)
+                .into_raw(),
+            reg::CAP_XFER::OFFSET => reg::CAP_XFER::ZERO
+                .max_bytes()
+                .set(reg::MAX_XFER_BYTES)
+                .flit_bytes()
+                .set(reg::FLIT_BYTES)
+                .into_raw(),
+            reg::CAP_MSIX::OFFSET => reg::CAP_MSIX::ZERO
+                .vectors()
+                .set(reg::msix_vectors(self.cfg.ports))
+                .into_raw(),
+            reg::CTRL::OFFSET => reg::CTRL::ZERO.enable().set(self.enabled).into_raw(),
+            reg::STATUS::OFFSET => {
+                let links = self
+                    .ports
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| p.link_up())
+                    .fold(0u32, |m, (i, _)| m | 1 << i);
+                reg::STATUS::ZERO
+                    .enabled()
+                    .set(self.enabled)
+                    .link_up()
+                    .set(links)
+                    .into_raw()
             }
-            reg::REG_STATUS => {
-                let mut v = if self.enabled { reg::STATUS_ENABLED } else { 0 };
-                for (i, p) in self.ports.iter().enumerate() {
-                    if p.link_up && p.enabled {
-                        v |= 1 << (reg::STATUS_LINK_SHIFT + i as u32);
-                    }
-                }
-                v
-            }
-            reg::REG_GERR => self.gerr,
-            reg::REG_SCRATCH => self.scratch,
-            reg::REG_BAD_ACCESS => lo(self.counters.bad_access),
-            reg::REG_GINT_CAUSE => self.gint_cause,
-            reg::REG_GINT_MASK => self.gint_mask,
+            reg::GERR::OFFSET => self.gerr,
+            reg::SCRATCH::OFFSET => self.scratch,
+            reg::BAD_ACCESS::OFFSET => self.bad_access,
+            reg::GINT_CAUSE::OFFSET => self.gint_cause,
+            reg::GINT_MASK::OFFSET => self.gint_mask,
             _ => {
                 if let Some((port, r)) = reg::split_port_reg(off) {
                     if let Some(v) = self.read_port(port as usize, r) {
@@ -444,60 +674,51 @@ impl Controller {
         }
     }
 
+    /// Reads register `r` (its port-0 offset) of `port`.
     fn read_port(&self, port: usize, r: u32) -> Option<u32> {
         let p = self.ports.get(port)?;
         let phy = self.phy.get(port).copied().unwrap_or_default();
         let flit_rate_k = self.rate_kfps.get(port).copied().unwrap_or(0);
         let lane_rate =
             (u64::from(flit_rate_k) * 160 / 1000 / u64::from(self.cfg.lanes.max(1))) as u32;
+        if let Some(v) = ring_block(r).and_then(|(dir, rel)| p.ring_ref(dir).read(rel)) {
+            return Some(v);
+        }
         Some(match r {
-            reg::P_PHY_STATUS => {
-                (if p.link_up && p.enabled {
-                    reg::PHY_LINK_UP
-                } else {
-                    0
-                }) | (if p.training { reg::PHY_TRAINING } else { 0 })
-                    | (if p.enabled { reg::PHY_ENABLED } else { 0 })
-                    | (self.cfg.lanes << reg::PHY_LANES_SHIFT)
-            }
-            reg::P_PHY_LANE_RATE => lane_rate,
-            reg::P_PHY_FLIT_RATE => flit_rate_k,
-            reg::P_PHY_CTRL => {
-                (if p.enabled { reg::PHYC_ENABLE } else { 0 })
-                    | (if p.retrain_requested || p.training {
-                        reg::PHYC_RETRAIN
-                    } else {
-                        0
-                    })
-            }
-            reg::P_PHY_RETRAINS => lo(p.c.retrains),
-            reg::P_PHY_BIT_ERRORS => lo(phy.0),
-            reg::P_PHY_FEC_FAILS => lo(phy.1),
-            reg::P_PHY_LINK_DOWNS => lo(phy.2),
-            reg::P_TX_BASE_LO => p.tx.base as u32,
-            reg::P_TX_BASE_HI => (p.tx.base >> 32) as u32,
-            reg::P_TX_SIZE => p.tx.size,
-            reg::P_TX_HEAD => p.tx.head,
-            reg::P_TX_TAIL => p.tx.tail,
-            reg::P_TX_CTRL => p.tx.ctrl(),
-            reg::P_RX_BASE_LO => p.rx.base as u32,
-            reg::P_RX_BASE_HI => (p.rx.base >> 32) as u32,
-            reg::P_RX_SIZE => p.rx.size,
-            reg::P_RX_HEAD => p.rx.head,
-            reg::P_RX_TAIL => p.rx.tail,
-            reg::P_RX_CTRL => p.rx.ctrl(),
-            reg::P_INT_CAUSE => p.int_cause,
-            reg::P_INT_MASK => p.int_mask,
-            reg::P_INT_MODERATION => p.moderation_us,
-            reg::P_ERR_STATUS => p.err_status,
-            reg::P_ERR_LAST => p.err_last,
-            reg::P_ERR_COUNT => lo(p.c.errors),
-            reg::P_TX_FLITS => lo(p.c.tx_flits),
-            reg::P_RX_FLITS => lo(p.c.rx_flits),
-            reg::P_TX_DESCS => lo(p.c.tx_descs),
-            reg::P_RX_DESCS => lo(p.c.rx_descs),
-            reg::P_RX_NOBUF_FLITS => lo(p.c.rx_nobuf_flits),
-            reg::P_DOORBELLS => lo(p.c.doorbells),
+            reg::PHY_STATUS::OFFSET => reg::PHY_STATUS::ZERO
+                .link_up()
+                .set(p.link_up())
+                .training()
+                .set(p.training)
+                .enabled()
+                .set(p.enabled)
+                .lanes()
+                .set(self.cfg.lanes)
+                .into_raw(),
+            reg::PHY_LANE_RATE::OFFSET => lane_rate,
+            reg::PHY_FLIT_RATE::OFFSET => flit_rate_k,
+            reg::PHY_CTRL::OFFSET => reg::PHY_CTRL::ZERO
+                .enable()
+                .set(p.enabled)
+                .retrain()
+                .set(p.retrain_requested || p.training)
+                .into_raw(),
+            reg::PHY_RETRAINS::OFFSET => lo(p.c.retrains),
+            reg::PHY_BIT_ERRORS::OFFSET => lo(phy.0),
+            reg::PHY_FEC_FAILS::OFFSET => lo(phy.1),
+            reg::PHY_LINK_DOWNS::OFFSET => lo(phy.2),
+            reg::INT_CAUSE::OFFSET => p.int_cause,
+            reg::INT_MASK::OFFSET => p.int_mask,
+            reg::INT_MODERATION::OFFSET => p.moderation_us,
+            reg::ERR_STATUS::OFFSET => p.err_status,
+            reg::ERR_LAST::OFFSET => p.err_last,
+            reg::ERR_COUNT::OFFSET => lo(p.c.errors),
+            reg::TX_FLITS::OFFSET => lo(p.c.tx_flits),
+            reg::RX_FLITS::OFFSET => lo(p.c.rx_flits),
+            reg::TX_DESCS::OFFSET => lo(p.c.tx_descs),
+            reg::RX_DESCS::OFFSET => lo(p.c.rx_descs),
+            reg::RX_NOBUF_FLITS::OFFSET => lo(p.c.rx_nobuf_flits),
+            reg::DOORBELLS::OFFSET => lo(p.c.doorbells),
             _ => return None,
         })
     }
@@ -505,133 +726,68 @@ impl Controller {
     /// Writes one 32-bit register.
     pub fn write32(&mut self, off: u32, v: u32, now: u64) {
         match off {
-            reg::REG_CTRL => {
-                if v & reg::CTRL_RESET != 0 {
+            reg::CTRL::OFFSET => {
+                let ctrl = reg::CTRL::from_raw(v);
+                if ctrl.reset().is_set() {
                     self.reset();
                 } else {
-                    self.enabled = v & reg::CTRL_ENABLE != 0;
+                    self.enabled = ctrl.enable().is_set();
                 }
             }
-            reg::REG_GERR => {
+            reg::GERR::OFFSET => {
                 self.gerr &= !v;
             }
-            reg::REG_SCRATCH => self.scratch = v,
-            reg::REG_GINT_CAUSE => self.gint_cause &= !v,
-            reg::REG_GINT_MASK => {
+            reg::SCRATCH::OFFSET => self.scratch = v,
+            reg::GINT_CAUSE::OFFSET => self.gint_cause &= !v,
+            reg::GINT_MASK::OFFSET => {
                 let unmasked = self.gint_mask & !v;
-                self.gint_mask = v & reg::GINT_ALL;
-                if unmasked & self.gint_cause != 0 {
-                    self.gint_edge = true;
-                }
+                self.gint_mask = v & reg::GINT_MASK::FIELDS;
+                self.gint_edge |= unmasked & self.gint_cause;
             }
-            reg::REG_GINT_TEST => {
-                let bits = v & reg::GINT_ALL;
-                if bits & !self.gint_cause != 0 {
-                    self.gint_edge = true;
-                }
-                self.gint_cause |= bits;
-            }
+            reg::GINT_TEST::OFFSET => self.global_cause(v & reg::GINT_TEST::FIELDS),
             _ => {
-                if let Some((port, r)) = reg::split_port_reg(off) {
-                    if (port as usize) < self.ports.len()
-                        && self.write_port(port as usize, r, v, now)
-                    {
-                        return;
-                    }
+                let written = reg::split_port_reg(off).is_some_and(|(port, r)| {
+                    (port as usize) < self.ports.len() && self.write_port(port as usize, r, v, now)
+                });
+                if !written {
+                    self.bad_access();
                 }
-                self.bad_access();
             }
         }
+        // A write may record a port error, or clear GERR or the cause while
+        // their source remains.
+        self.sync_global_error();
     }
 
+    /// Writes register `r` (its port-0 offset) of `port`; `false` if `r`
+    /// names no writable register.
     fn write_port(&mut self, port: usize, r: u32, v: u32, _now: u64) -> bool {
         let Some(p) = self.ports.get_mut(port) else {
             return false;
         };
-        fn ring_reg(p: &mut Port, tx: bool, f: impl FnOnce(&mut Ring)) {
-            let ring = if tx { &mut p.tx } else { &mut p.rx };
-            if ring.enabled {
-                p.error(errbit::RING_BUSY, 0);
-            } else {
-                f(ring);
+        if let Some((dir, rel)) = ring_block(r) {
+            if p.write_ring(dir, rel, v) {
+                return true;
             }
         }
         match r {
-            reg::P_PHY_CTRL => {
-                p.enabled = v & reg::PHYC_ENABLE != 0;
-                if v & reg::PHYC_RETRAIN != 0 && p.enabled {
+            reg::PHY_CTRL::OFFSET => {
+                let ctrl = reg::PHY_CTRL::from_raw(v);
+                p.enabled = ctrl.enable().is_set();
+                if ctrl.retrain().is_set() && p.enabled {
                     p.retrain_requested = true;
                 }
             }
-            reg::P_TX_BASE_LO => ring_reg(p, true, |r| {
-                r.base = (r.base & !0xffff_ffff) | u64::from(v);
-            }),
-            reg::P_TX_BASE_HI => ring_reg(p, true, |r| {
-                r.base = (r.base & 0xffff_ffff) | (u64::from(v) << 32);
-            }),
-            reg::P_TX_SIZE => ring_reg(p, true, |r| r.size = v),
-            reg::P_RX_BASE_LO => ring_reg(p, false, |r| {
-                r.base = (r.base & !0xffff_ffff) | u64::from(v);
-            }),
-            reg::P_RX_BASE_HI => ring_reg(p, false, |r| {
-                r.base = (r.base & 0xffff_ffff) | (u64::from(v) << 32);
-            }),
-            reg::P_RX_SIZE => ring_reg(p, false, |r| r.size = v),
-            reg::P_TX_CTRL | reg::P_RX_CTRL => {
-                let tx = r == reg::P_TX_CTRL;
-                let ring = if tx { p.tx } else { p.rx };
-                let mut new = ring;
-                if v & reg::RING_ENABLE == 0 {
-                    new.enabled = false;
-                    new.halted = false;
-                    new.head = 0;
-                    new.tail = 0;
-                } else if !ring.enabled {
-                    if !reg::ring_size_ok(ring.size)
-                        || ring.base % reg::DESC_BYTES as u64 != 0
-                        || reg::desc_addr(ring.base, ring.size).is_none()
-                    {
-                        p.error(errbit::RING_CFG, 0);
-                        return true;
-                    }
-                    new.enabled = true;
-                    new.halted = false;
-                    new.head = 0;
-                    new.tail = 0;
-                }
-                if tx {
-                    p.tx = new;
-                } else {
-                    p.rx = new;
-                }
-            }
-            reg::P_TX_TAIL | reg::P_RX_TAIL => {
-                let tx = r == reg::P_TX_TAIL;
-                p.c.doorbells += 1;
-                let ring = if tx { p.tx } else { p.rx };
-                if !ring.enabled || v >= ring.size {
-                    p.error(errbit::DOORBELL, v.min(0xffff));
-                    return true;
-                }
-                if v == ring.tail {
-                    p.c.idle_doorbells += 1;
-                }
-                if tx {
-                    p.tx.tail = v;
-                } else {
-                    p.rx.tail = v;
-                }
-            }
-            reg::P_INT_CAUSE => p.int_cause &= !v,
-            reg::P_INT_MASK => {
+            reg::INT_CAUSE::OFFSET => p.int_cause &= !v,
+            reg::INT_MASK::OFFSET => {
                 let unmasked = p.int_mask & !v;
-                p.int_mask = v & reg::INT_ALL;
-                if unmasked & p.int_cause != 0 {
-                    p.irq_edge = true;
-                }
+                p.int_mask = v & reg::INT_MASK::FIELDS;
+                p.irq_edge |= unmasked & p.int_cause;
             }
-            reg::P_INT_MODERATION => p.moderation_us = v & 0xffff,
-            reg::P_ERR_STATUS => p.err_status &= !v,
+            reg::INT_MODERATION::OFFSET => {
+                p.moderation_us = reg::INT_MODERATION::from_raw(v).us().get();
+            }
+            reg::ERR_STATUS::OFFSET => p.err_status &= !v,
             _ => return false,
         }
         true
@@ -642,29 +798,21 @@ impl Controller {
     /// Sends the MSI-X messages that are due: a vector fires when one of
     /// its unmasked causes went from 0 to 1 (or was unmasked while set),
     /// at most once per moderation interval (a message held back by
-    /// moderation is sent when the interval ends).
+    /// moderation is sent when the interval ends, unless the driver
+    /// cleared the causes meanwhile).
     pub fn update_irqs(&mut self, now: u64) {
-        let any_port_err = self.ports.iter().any(|p| p.err_status != 0);
-        if any_port_err && self.gerr & reg::GERR_PORT == 0 {
-            self.gerr |= reg::GERR_PORT;
-            if self.gint_cause & reg::GINT_ERROR == 0 {
-                self.gint_edge = true;
-            }
-            self.gint_cause |= reg::GINT_ERROR;
-        }
-        if self.gint_edge && self.gint_cause & !self.gint_mask != 0 {
-            self.gint_edge = false;
+        self.sync_global_error();
+        // An edge of a masked cause fires when it is unmasked (the mask
+        // write records that edge); one whose cause was cleared is gone.
+        self.gint_edge &= self.gint_cause & !self.gint_mask;
+        if self.gint_edge != 0 {
+            self.gint_edge = 0;
             self.counters.interrupts += 1;
             self.irq.raise(reg::VECTOR_GLOBAL);
-        } else if self.gint_cause & !self.gint_mask == 0 {
-            self.gint_edge = false;
         }
         for (i, p) in self.ports.iter_mut().enumerate() {
-            if !p.irq_edge {
-                continue;
-            }
-            if p.int_cause & !p.int_mask == 0 {
-                p.irq_edge = false;
+            p.irq_edge &= p.int_cause & !p.int_mask;
+            if p.irq_edge == 0 {
                 continue;
             }
             let gap = u64::from(p.moderation_us) * 1000;
@@ -673,7 +821,7 @@ impl Controller {
                     continue;
                 }
             }
-            p.irq_edge = false;
+            p.irq_edge = 0;
             p.last_irq = Some(now);
             p.c.interrupts += 1;
             self.irq.raise(reg::port_vector(i as u32));
@@ -684,7 +832,7 @@ impl Controller {
     pub fn next_irq_deadline(&self) -> Option<u64> {
         self.ports
             .iter()
-            .filter(|p| p.irq_edge && p.int_cause & !p.int_mask != 0)
+            .filter(|p| p.irq_edge & p.int_cause & !p.int_mask != 0)
             .filter_map(|p| {
                 p.last_irq
                     .map(|l| l.saturating_add(u64::from(p.moderation_us) * 1000))
@@ -694,9 +842,14 @@ impl Controller {
 
     // ----- PHY side -------------------------------------------------------
 
-    /// Whether the driver enabled `port`.
+    /// Whether the driver enabled `port` (and, after a reset, the fabric
+    /// has taken its link down since).
     pub fn port_enabled(&self, port: usize) -> bool {
-        self.enabled && self.ports.get(port).is_some_and(|p| p.enabled)
+        self.enabled
+            && self
+                .ports
+                .get(port)
+                .is_some_and(|p| p.enabled && !p.reset_pending)
     }
 
     /// The PHY's line rate of `port` (flits per second), as reported in
@@ -712,6 +865,9 @@ impl Controller {
         let Some(p) = self.ports.get_mut(port) else {
             return;
         };
+        if !up {
+            p.reset_pending = false;
+        }
         if p.link_up != up {
             p.link_up = up;
             if !up {
@@ -721,7 +877,7 @@ impl Controller {
                 p.training = false;
                 p.retrain_requested = false;
             }
-            p.cause(reg::INT_LINK);
+            p.cause(int::LINK);
         }
     }
 
@@ -744,7 +900,7 @@ impl Controller {
             if p.training {
                 p.training = false;
                 p.c.retrains += 1;
-                p.cause(reg::INT_RETRAIN_DONE);
+                p.cause(int::RETRAIN_DONE);
             }
         }
     }
@@ -760,7 +916,8 @@ impl Controller {
     /// Takes up to `max_bytes` (at least one descriptor if any is pending)
     /// of flits from `port`'s TX ring and returns them for the wire.
     /// Bad descriptors are completed with an error and skipped; an
-    /// unreadable ring halts.
+    /// unreadable ring halts. A descriptor is consumed only once its
+    /// write-back succeeded: until then its flits are not sent.
     pub fn pull_tx(&mut self, port: usize, max_bytes: usize, out: &mut Vec<u8>) {
         if !self.enabled {
             return;
@@ -772,55 +929,45 @@ impl Controller {
         if !p.enabled || !p.link_up || p.training {
             return;
         }
+        let mem = self.mem.as_mut();
         let mut done = 0u32;
         let start = out.len();
         while p.tx.pending() > 0 && done < budget && out.len() - start < max_bytes.max(1) {
             let idx = p.tx.head;
-            let Some(daddr) = reg::desc_addr(p.tx.base, idx) else {
-                p.tx.halted = true;
-                p.error(errbit::RING_DMA, idx);
+            let Some((daddr, mut d)) = p.head_desc(mem, Dir::Tx) else {
                 break;
             };
-            let mut raw = [0u8; reg::DESC_BYTES];
-            if self.mem.read(daddr, &mut raw).is_err() {
-                p.tx.halted = true;
-                p.error(errbit::RING_DMA, idx);
-                break;
-            }
-            let mut d = reg::Desc::decode(&raw);
             let len = u32::from(d.len);
-            let mut status = reg::DESC_DONE;
-            if len == 0 || len % reg::FLIT_BYTES != 0 || len > reg::MAX_XFER_BYTES {
-                status |= reg::DESC_ERR | ((errbit::TX_DESC as u16) << reg::DESC_ERR_SHIFT);
-                p.error(errbit::TX_DESC, idx);
-                d.done_len = 0;
+            let at = out.len();
+            let failed = if len == 0 || len % reg::FLIT_BYTES != 0 || len > reg::MAX_XFER_BYTES {
+                Some(ErrBits::ZERO.tx_desc())
             } else {
-                let at = out.len();
                 out.resize(at + len as usize, 0);
-                if self.mem.read(d.addr, &mut out[at..]).is_err() {
-                    out.truncate(at);
-                    status |= reg::DESC_ERR | ((errbit::TX_DMA as u16) << reg::DESC_ERR_SHIFT);
-                    p.error(errbit::TX_DMA, idx);
-                    d.done_len = 0;
-                } else {
-                    d.done_len = d.len;
-                    p.c.tx_flits += u64::from(len / reg::FLIT_BYTES);
-                }
-            }
-            d.status = status;
+                mem.read(d.addr, &mut out[at..])
+                    .err()
+                    .map(|_| ErrBits::ZERO.tx_dma())
+            };
+            d.done_len = if failed.is_some() { 0 } else { d.len };
+            d.status = failed
+                .map_or(reg::DESC_STATUS::ok(), reg::DESC_STATUS::failed)
+                .into_raw();
             d.lost = 0;
-            let wb = daddr + reg::Desc::WRITEBACK_OFFSET as u64;
-            if self.mem.write(wb, &d.writeback()).is_err() {
-                p.tx.halted = true;
-                p.error(errbit::RING_DMA, idx);
+            if !p.complete(mem, Dir::Tx, daddr, &d) {
+                out.truncate(at);
                 break;
             }
-            p.tx.head = reg::ring_next(idx, p.tx.size);
+            match failed {
+                Some(err) => {
+                    out.truncate(at);
+                    p.error(err, idx);
+                }
+                None => p.c.tx_flits += u64::from(len / reg::FLIT_BYTES),
+            }
             p.c.tx_descs += 1;
             done += 1;
         }
         if done > 0 {
-            p.cause(reg::INT_TX_DONE);
+            p.cause(int::TX_DONE);
         }
     }
 
@@ -856,7 +1003,7 @@ impl Controller {
                 data: Vec::new(),
                 off: 0,
             });
-            p.cause(reg::INT_RX_NOBUF);
+            p.cause(int::RX_NOBUF);
         }
     }
 
@@ -868,7 +1015,7 @@ impl Controller {
             (p.tx.pending() > 0 && p.link_up && p.enabled)
                 || (!p.rx_fifo.is_empty() && p.rx.pending() > 0)
                 || p.retrain_requested
-                || p.irq_edge
+                || p.irq_edge != 0
         })
     }
 
@@ -877,41 +1024,39 @@ impl Controller {
         self.ports.get(port).map_or(0, |p| p.rx_bytes)
     }
 
-    /// Moves received flits into posted RX buffers (every port). A buffer
-    /// holds data that was contiguous on the wire: a loss starts a new
-    /// buffer, which carries `DESC_LOST` and the lost flit count.
+    /// Moves received flits into posted RX buffers (every port; nothing
+    /// while the device is disabled). A buffer holds data that was
+    /// contiguous on the wire: a loss starts a new buffer, which carries
+    /// `DESC_STATUS.LOST` and the lost flit count. A buffer must lie in
+    /// guest memory as a whole, and data leaves the FIFO only once its
+    /// descriptor's write-back succeeded.
     pub fn service_rx(&mut self) {
+        if !self.enabled {
+            return;
+        }
         let budget = self.cfg.budget;
+        let mem = self.mem.as_mut();
         for p in self.ports.iter_mut() {
             let mut done = 0u32;
             while !p.rx_fifo.is_empty() && p.rx.pending() > 0 && done < budget {
                 let idx = p.rx.head;
-                let Some(daddr) = reg::desc_addr(p.rx.base, idx) else {
-                    p.rx.halted = true;
-                    p.error(errbit::RING_DMA, idx);
+                let Some((daddr, mut d)) = p.head_desc(mem, Dir::Rx) else {
                     break;
                 };
-                let mut raw = [0u8; reg::DESC_BYTES];
-                if self.mem.read(daddr, &mut raw).is_err() {
-                    p.rx.halted = true;
-                    p.error(errbit::RING_DMA, idx);
-                    break;
-                }
-                let mut d = reg::Desc::decode(&raw);
                 let cap = (u32::from(d.len).min(reg::MAX_XFER_BYTES) / reg::FLIT_BYTES
                     * reg::FLIT_BYTES) as usize;
-                let mut status = reg::DESC_DONE;
                 d.done_len = 0;
                 d.lost = 0;
-                if cap == 0 {
-                    status |= reg::DESC_ERR | ((errbit::RX_DESC as u16) << reg::DESC_ERR_SHIFT);
-                    p.error(errbit::RX_DESC, idx);
+                let mut status = reg::DESC_STATUS::ok();
+                let mut plan = Vec::new();
+                let mut taken = 0;
+                if cap == 0 || !mem.contains(d.addr, usize::from(d.len)) {
+                    status = reg::DESC_STATUS::failed(ErrBits::ZERO.rx_desc());
                 } else {
                     // Gather contiguous data: the first segment's loss
                     // mark, then segments without one.
                     let mut chunk = Vec::with_capacity(cap);
                     let mut lost = 0u32;
-                    let mut plan = Vec::new();
                     for (i, seg) in p.rx_fifo.iter().enumerate() {
                         if i > 0 && seg.lost > 0 {
                             break;
@@ -927,43 +1072,44 @@ impl Controller {
                             break;
                         }
                     }
-                    if self.mem.write(d.addr, &chunk).is_err() {
-                        status |= reg::DESC_ERR | ((errbit::RX_DESC as u16) << reg::DESC_ERR_SHIFT);
-                        p.error(errbit::RX_DESC, idx);
+                    if mem.write(d.addr, &chunk).is_err() {
+                        status = reg::DESC_STATUS::failed(ErrBits::ZERO.rx_desc());
+                        plan.clear();
                     } else {
-                        for (i, n) in plan.into_iter().enumerate() {
-                            if let Some(seg) = p.rx_fifo.front_mut() {
-                                if i == 0 {
-                                    seg.lost = 0;
-                                }
-                                seg.off += n;
-                                if seg.off >= seg.data.len() {
-                                    p.rx_fifo.pop_front();
-                                }
-                            }
-                        }
-                        p.rx_bytes -= chunk.len();
-                        d.done_len = chunk.len() as u16;
-                        p.c.rx_flits += (chunk.len() / reg::FLIT_BYTES as usize) as u64;
+                        taken = chunk.len();
+                        d.done_len = taken as u16;
                         if lost > 0 {
-                            status |= reg::DESC_LOST;
+                            status = status.lost().set(true);
                             d.lost = lost.min(u32::from(u16::MAX)) as u16;
                         }
                     }
                 }
-                d.status = status;
-                let wb = daddr + reg::Desc::WRITEBACK_OFFSET as u64;
-                if self.mem.write(wb, &d.writeback()).is_err() {
-                    p.rx.halted = true;
-                    p.error(errbit::RING_DMA, idx);
+                d.status = status.into_raw();
+                if !p.complete(mem, Dir::Rx, daddr, &d) {
+                    // Not completed: the data stays for the next buffer.
                     break;
                 }
-                p.rx.head = reg::ring_next(idx, p.rx.size);
+                if status.err().is_set() {
+                    p.error(ErrBits::ZERO.rx_desc(), idx);
+                }
+                for (i, n) in plan.into_iter().enumerate() {
+                    if let Some(seg) = p.rx_fifo.front_mut() {
+                        if i == 0 {
+                            seg.lost = 0;
+                        }
+                        seg.off += n;
+                        if seg.off >= seg.data.len() {
+                            p.rx_fifo.pop_front();
+                        }
+                    }
+                }
+                p.rx_bytes -= taken;
+                p.c.rx_flits += (taken / reg::FLIT_BYTES as usize) as u64;
                 p.c.rx_descs += 1;
                 done += 1;
             }
             if done > 0 {
-                p.cause(reg::INT_RX_DONE);
+                p.cause(int::RX_DONE);
             }
         }
     }

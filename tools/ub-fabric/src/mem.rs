@@ -29,6 +29,9 @@ pub trait GuestMemory: Send {
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), DmaError>;
     /// Writes `data` at `addr`.
     fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), DmaError>;
+    /// Whether `addr..addr+len` lies in guest memory as a whole (in one
+    /// region), so that a buffer can be checked before any of it is used.
+    fn contains(&self, addr: u64, len: usize) -> bool;
 }
 
 /// A flat fake memory: `size` bytes starting at guest address `base`.
@@ -71,26 +74,78 @@ impl GuestMemory for FakeMemory {
         self.bytes[r].copy_from_slice(data);
         Ok(())
     }
+
+    fn contains(&self, addr: u64, len: usize) -> bool {
+        self.range(addr, len).is_ok()
+    }
 }
 
-/// One region QEMU mapped with `dma_map`: guest range and our mapping.
-struct Region {
-    gpa: u64,
-    len: u64,
+/// One `mmap` of a file QEMU passed with `dma_map`, unmapped when the
+/// last region using it goes.
+struct Mapping {
     ptr: *mut u8,
+    len: usize,
 }
 
-// SAFETY: the region is a private mapping owned by `Region` (unmapped on
-// drop); the pointer is only dereferenced under the `Mutex` that holds it.
-unsafe impl Send for Region {}
+// SAFETY: the mapping is private to `MappedMemory` (unmapped on drop); the
+// pointer is only dereferenced under the `Mutex` holding the regions.
+unsafe impl Send for Mapping {}
+// SAFETY: as above: shared references never touch the memory without the
+// regions' lock.
+unsafe impl Sync for Mapping {}
 
-impl Drop for Region {
+impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: `ptr`/`len` are exactly what mmap returned in `map`.
         unsafe {
-            libc::munmap(self.ptr.cast(), self.len as usize);
+            libc::munmap(self.ptr.cast(), self.len);
         }
     }
+}
+
+/// A guest range the device may reach: `len` bytes at guest address
+/// `gpa`, backed by `map` from byte `off` (`off + len <= map.len`). A
+/// partial `dma_unmap` leaves up to two regions of one mapping.
+struct Region {
+    gpa: u64,
+    len: u64,
+    map: Arc<Mapping>,
+    off: usize,
+}
+
+impl Region {
+    fn end(&self) -> u64 {
+        self.gpa.saturating_add(self.len)
+    }
+
+    /// What remains of this region once `start..end` is taken away: the
+    /// region itself if they do not overlap, else the parts below and
+    /// above the cut.
+    fn cut(self, start: u64, end: u64) -> [Option<Region>; 2] {
+        if end <= self.gpa || start >= self.end() {
+            return [Some(self), None];
+        }
+        let below = (self.gpa < start).then(|| Region {
+            gpa: self.gpa,
+            len: start - self.gpa,
+            map: Arc::clone(&self.map),
+            off: self.off,
+        });
+        let above = (end < self.end()).then(|| Region {
+            gpa: end,
+            len: self.end() - end,
+            map: Arc::clone(&self.map),
+            // end - gpa < len <= map.len - off: fits in usize.
+            off: self.off + (end - self.gpa) as usize,
+        });
+        [below, above]
+    }
+}
+
+/// Takes `start..end` out of `regions`.
+fn take_away(regions: &mut Vec<Region>, start: u64, end: u64) {
+    let old = std::mem::take(regions);
+    regions.extend(old.into_iter().flat_map(|r| r.cut(start, end)).flatten());
 }
 
 /// Guest memory mapped from the file descriptors QEMU passes with
@@ -134,25 +189,32 @@ impl MappedMemory {
         if ptr == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
+        let map = Arc::new(Mapping {
+            ptr: ptr.cast(),
+            len: size,
+        });
         let mut regions = self.regions.lock().map_err(|_| std::io::ErrorKind::Other)?;
-        regions.retain(|r| r.gpa.saturating_add(r.len) <= gpa || r.gpa >= gpa + len);
+        // A new mapping replaces whatever covered its range before.
+        take_away(&mut regions, gpa, gpa + len);
         regions.push(Region {
             gpa,
             len,
-            ptr: ptr.cast(),
+            map,
+            off: 0,
         });
         Ok(())
     }
 
-    /// Removes the regions inside `gpa..gpa+len` (all if `len` is 0 and
-    /// `all` is set).
+    /// Takes `gpa..gpa+len` away from the device (everything if `all` is
+    /// set): a range that covers only part of a mapping removes that part
+    /// and leaves the rest reachable, so the device never reaches memory
+    /// the guest took back.
     pub fn unmap(&self, gpa: u64, len: u64, all: bool) {
         if let Ok(mut regions) = self.regions.lock() {
             if all {
                 regions.clear();
             } else {
-                let end = gpa.saturating_add(len);
-                regions.retain(|r| !(r.gpa >= gpa && r.gpa.saturating_add(r.len) <= end));
+                take_away(&mut regions, gpa, gpa.saturating_add(len));
             }
         }
     }
@@ -172,11 +234,12 @@ impl MappedMemory {
         let regions = self.regions.lock().map_err(|_| err)?;
         let end = addr.checked_add(len as u64).ok_or(err)?;
         for r in regions.iter() {
-            if addr >= r.gpa && end <= r.gpa.saturating_add(r.len) {
-                let off = (addr - r.gpa) as usize;
-                // SAFETY: `off + len <= r.len`, checked just above, so the
-                // pointer stays inside the mapping.
-                return Ok(f(unsafe { r.ptr.add(off) }));
+            if addr >= r.gpa && end <= r.end() {
+                let off = r.off + (addr - r.gpa) as usize;
+                // SAFETY: `addr - gpa + len <= r.len` (checked just above)
+                // and `r.off + r.len <= map.len` (Region's invariant), so
+                // the pointer and the access stay inside the mapping.
+                return Ok(f(unsafe { r.map.ptr.add(off) }));
             }
         }
         Err(err)
@@ -199,5 +262,9 @@ impl GuestMemory for MappedMemory {
             // SAFETY: as in `read`; the destination is inside the mapping.
             unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) }
         })
+    }
+
+    fn contains(&self, addr: u64, len: usize) -> bool {
+        self.with_range(addr, len, |_| ()).is_ok()
     }
 }

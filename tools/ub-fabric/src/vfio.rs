@@ -26,8 +26,78 @@ use crate::mem::MappedMemory;
 
 /// Size of the configuration space region.
 pub const CONFIG_SIZE: usize = 256;
+/// The type-0 configuration header and the MSI-X capability (PCI Local
+/// Bus 3.0 §6.1, §6.8.2), declared like the controller's registers.
+mod cfg {
+    ub_proto::ub_define_registers! {
+        /// Vendor and device ID (RO).
+        pub(super) ID(u32) @ 0x00 {
+            31:16 device;
+            15:0 vendor;
+        }
+        /// Command (bits 15:0) and status (bits 31:16).
+        pub(super) COMMAND(u32) @ 0x04 {
+            /// Status: a capability list is present.
+            20:20 cap_list;
+            10:10 intx_disable;
+            2:2 bus_master;
+            1:1 memory;
+            0:0 io;
+        }
+        /// Revision and class code (RO).
+        pub(super) CLASS(u32) @ 0x08 {
+            31:8 class_code;
+            7:0 revision;
+        }
+        /// Cache line size and friends.
+        pub(super) MISC(u32) @ 0x0c {
+            7:0 cache_line;
+        }
+        /// BAR0: 32-bit non-prefetchable memory (type and flags 0).
+        pub(super) BAR0(u32) @ 0x10 {
+            31:4 addr;
+        }
+        /// Subsystem vendor and device ID (RO).
+        pub(super) SUBSYS(u32) @ 0x2c {
+            31:16 device;
+            15:0 vendor;
+        }
+        /// First capability.
+        pub(super) CAP_PTR(u32) @ 0x34 {
+            7:0 ptr;
+        }
+        /// Interrupt pin (0: no INTx) and line.
+        pub(super) INTR(u32) @ 0x3c {
+            15:8 pin;
+            7:0 line;
+        }
+        /// MSI-X capability header and message control.
+        pub(super) MSIX_CTRL(u32) @ 0x40 {
+            31:31 enable;
+            30:30 function_mask;
+            /// Vectors minus one.
+            26:16 table_size;
+            15:8 next;
+            7:0 id;
+        }
+        /// MSI-X table offset (8-byte aligned, as is) and BAR.
+        pub(super) MSIX_TABLE(u32) @ 0x44 {
+            31:3 offset;
+            2:0 bir;
+        }
+        /// MSI-X PBA offset (8-byte aligned, as is) and BAR.
+        pub(super) MSIX_PBA(u32) @ 0x48 {
+            31:3 offset;
+            2:0 bir;
+        }
+    }
+
+    /// The MSI-X capability ID.
+    pub(super) const MSIX_ID: u32 = 0x11;
+}
+
 /// Offset of the MSI-X capability.
-pub const MSIX_CAP: usize = 0x40;
+pub const MSIX_CAP: usize = cfg::MSIX_CTRL::OFFSET as usize;
 
 /// Type-0 PCI configuration space with the registers the guest may write.
 #[derive(Debug, Clone)]
@@ -44,43 +114,81 @@ impl ConfigSpace {
             bytes: [0; CONFIG_SIZE],
             wmask: [0; CONFIG_SIZE],
         };
-        c.put16(0x00, reg::PCI_VENDOR_ID);
-        c.put16(0x02, reg::PCI_DEVICE_ID);
-        c.put16(0x06, 1 << 4); // status: capabilities list
-        c.bytes[0x08] = reg::PCI_REVISION;
-        c.bytes[0x09] = reg::PCI_CLASS_CODE as u8;
-        c.bytes[0x0a] = (reg::PCI_CLASS_CODE >> 8) as u8;
-        c.bytes[0x0b] = (reg::PCI_CLASS_CODE >> 16) as u8;
-        // BAR0: 32-bit non-prefetchable memory; the address bits above the
-        // size are writable (BAR sizing).
-        c.put32(0x10, 0);
-        let bar_mask = !(reg::BAR0_SIZE - 1);
-        c.wmask[0x10..0x14].copy_from_slice(&bar_mask.to_le_bytes());
-        c.put16(0x2c, reg::PCI_VENDOR_ID);
-        c.put16(0x2e, reg::PCI_SUBSYS_DEVICE_ID);
-        c.bytes[0x34] = MSIX_CAP as u8;
-        c.bytes[0x3d] = 0; // no INTx pin: MSI-X only
-                           // Command: I/O, memory, bus master, INTx disable.
-        c.wmask[0x04] = 0x07;
-        c.wmask[0x05] = 0x04;
-        c.wmask[0x0c] = 0xff; // cache line size
-        c.wmask[0x3c] = 0xff; // interrupt line
-                              // MSI-X capability.
-        c.bytes[MSIX_CAP] = 0x11;
-        c.bytes[MSIX_CAP + 1] = 0;
-        c.put16(MSIX_CAP + 2, vectors.saturating_sub(1) & 0x7ff);
-        c.wmask[MSIX_CAP + 3] = 0xc0; // enable, function mask
-        c.put32(MSIX_CAP + 4, reg::MSIX_TABLE_OFFSET); // BIR 0
-        c.put32(MSIX_CAP + 8, reg::MSIX_PBA_OFFSET); // BIR 0
+        let id = |vendor: u16, device: u16| {
+            cfg::ID::ZERO
+                .vendor()
+                .set(vendor)
+                .device()
+                .set(device)
+                .into_raw()
+        };
+        c.put32(
+            cfg::ID::OFFSET,
+            id(reg::PCI_VENDOR_ID, reg::PCI_DEVICE_ID),
+            0,
+        );
+        c.put32(
+            cfg::SUBSYS::OFFSET,
+            id(reg::PCI_VENDOR_ID, reg::PCI_SUBSYS_DEVICE_ID),
+            0,
+        );
+        let cmd = cfg::COMMAND::ZERO;
+        c.put32(
+            cfg::COMMAND::OFFSET,
+            cmd.cap_list().set(true).into_raw(),
+            cmd.io().mask()
+                | cmd.memory().mask()
+                | cmd.bus_master().mask()
+                | cmd.intx_disable().mask(),
+        );
+        let class = cfg::CLASS::ZERO
+            .revision()
+            .set(reg::PCI_REVISION)
+            .class_code()
+            .set(reg::PCI_CLASS_CODE);
+        c.put32(cfg::CLASS::OFFSET, class.into_raw(), 0);
+        c.put32(cfg::MISC::OFFSET, 0, cfg::MISC::ZERO.cache_line().mask());
+        // The address bits above the BAR's size are writable (BAR sizing).
+        c.put32(cfg::BAR0::OFFSET, 0, !(reg::BAR0_SIZE - 1));
+        c.put32(
+            cfg::CAP_PTR::OFFSET,
+            cfg::CAP_PTR::ZERO
+                .ptr()
+                .set(cfg::MSIX_CTRL::OFFSET)
+                .into_raw(),
+            0,
+        );
+        // No INTx pin: MSI-X only.
+        c.put32(cfg::INTR::OFFSET, 0, cfg::INTR::ZERO.line().mask());
+        let msix = cfg::MSIX_CTRL::ZERO;
+        c.put32(
+            cfg::MSIX_CTRL::OFFSET,
+            msix.id()
+                .set(cfg::MSIX_ID)
+                .table_size()
+                .set(vectors.saturating_sub(1))
+                .into_raw(),
+            msix.enable().mask() | msix.function_mask().mask(),
+        );
+        // Table and PBA in BAR0 (BIR 0) at 8-byte aligned offsets, which
+        // the register holds as they are, BIR in the low bits.
+        let in_bar0 = |off: u32| cfg::MSIX_TABLE::from_raw(off).bir().set(0u32).into_raw();
+        c.put32(cfg::MSIX_TABLE::OFFSET, in_bar0(reg::MSIX_TABLE_OFFSET), 0);
+        c.put32(cfg::MSIX_PBA::OFFSET, in_bar0(reg::MSIX_PBA_OFFSET), 0);
         c
     }
 
-    fn put16(&mut self, off: usize, v: u16) {
-        self.bytes[off..off + 2].copy_from_slice(&v.to_le_bytes());
+    /// Sets the 32-bit register at `off` to `v`, with writable bits `wmask`.
+    fn put32(&mut self, off: u32, v: u32, wmask: u32) {
+        let o = off as usize;
+        self.bytes[o..o + 4].copy_from_slice(&v.to_le_bytes());
+        self.wmask[o..o + 4].copy_from_slice(&wmask.to_le_bytes());
     }
 
-    fn put32(&mut self, off: usize, v: u32) {
-        self.bytes[off..off + 4].copy_from_slice(&v.to_le_bytes());
+    fn get32(&self, off: u32) -> u32 {
+        let mut b = [0u8; 4];
+        self.read(u64::from(off), &mut b);
+        u32::from_le_bytes(b)
     }
 
     /// Reads `data.len()` bytes at `off` (out of range reads as zero).
@@ -111,7 +219,15 @@ impl ConfigSpace {
 
     /// Whether MSI-X is enabled.
     pub fn msix_enabled(&self) -> bool {
-        self.bytes[MSIX_CAP + 3] & 0x80 != 0
+        cfg::MSIX_CTRL::from_raw(self.get32(cfg::MSIX_CTRL::OFFSET))
+            .enable()
+            .is_set()
+    }
+
+    /// MSI-X vectors the capability announces.
+    pub fn msix_vectors(&self) -> u16 {
+        let ctrl = cfg::MSIX_CTRL::from_raw(self.get32(cfg::MSIX_CTRL::OFFSET));
+        (ctrl.table_size().get() + 1) as u16
     }
 }
 
@@ -248,9 +364,7 @@ impl Backend {
     }
 
     fn config_vectors(&self) -> u16 {
-        let mut b = [0u8; 2];
-        self.config.read((MSIX_CAP + 2) as u64, &mut b);
-        (u16::from_le_bytes(b) & 0x7ff) + 1
+        self.config.msix_vectors()
     }
 }
 
@@ -508,7 +622,7 @@ mod tests {
         b.set_irqs(VFIO_PCI_MSIX_IRQ_INDEX, flags, 0, 2, vec![other, ev2])
             .expect("fds");
         // The guest test register raises vector 0; a port cause vector 1.
-        let off = u64::from(reg::port_reg(0, reg::P_INT_MASK).expect("reg"));
+        let off = u64::from(reg::port_reg(0, reg::INT_MASK::OFFSET).expect("reg"));
         b.region_write(VFIO_PCI_BAR0_REGION_INDEX, off, &0u32.to_le_bytes())
             .expect("write");
         fabric.lock().expect("lock").hosts[0].ctrl.set_link(0, true);
@@ -530,24 +644,19 @@ mod tests {
     #[test]
     fn bar_access_through_the_backend() {
         let (mut b, _f, _) = backend();
+        let ident = u64::from(reg::IDENT::OFFSET);
         let mut v = [0u8; 4];
-        b.region_read(
-            VFIO_PCI_BAR0_REGION_INDEX,
-            u64::from(reg::REG_IDENT),
-            &mut v,
-        )
-        .expect("read");
+        b.region_read(VFIO_PCI_BAR0_REGION_INDEX, ident, &mut v)
+            .expect("read");
         assert_eq!(u32::from_le_bytes(v), reg::IDENT_VALUE);
+        // A 64-bit read is two 32-bit ones, low half first.
         let mut q = [0u8; 8];
-        b.region_read(
-            VFIO_PCI_BAR0_REGION_INDEX,
-            u64::from(reg::REG_IDENT),
-            &mut q,
-        )
-        .expect("read64");
+        b.region_read(VFIO_PCI_BAR0_REGION_INDEX, ident, &mut q)
+            .expect("read64");
+        assert_eq!(q[..4], v);
         assert_eq!(
-            u64::from_le_bytes(q),
-            u64::from(reg::IDENT_VALUE) | (u64::from(reg::VERSION_VALUE) << 32)
+            u32::from_le_bytes([q[4], q[5], q[6], q[7]]),
+            reg::VERSION_VALUE
         );
         // Unknown regions read as zero, never fail.
         let mut z = [0xffu8; 4];

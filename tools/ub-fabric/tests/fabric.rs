@@ -329,7 +329,8 @@ fn congestion_marks_fecn_at_the_bottleneck() {
     assert!(marked > 0 && seen > 0);
     // The rate register reports the new line rate.
     let rate = f.hosts[1].ctrl.read32(
-        ub_proto::controller::port_reg(0, ub_proto::controller::P_PHY_FLIT_RATE).expect("reg"),
+        ub_proto::controller::port_reg(0, ub_proto::controller::PHY_FLIT_RATE::OFFSET)
+            .expect("reg"),
     );
     assert_eq!(rate, 20_000);
 }

@@ -4,8 +4,10 @@
 //! error and a counter, never panic, and leave the other ports working.
 
 mod common;
+mod support;
 
 use common::{bring_up, fabric, run_until, MEM_BASE, MEM_SIZE};
+use support::{enable_port, get_desc, preg, program_ring, put_desc};
 use ub_fabric::device::{Controller, ControllerConfig, RecordingIrqs};
 use ub_fabric::mem::FakeMemory;
 use ub_fabric::rng::Rng;
@@ -18,36 +20,13 @@ fn controller() -> Controller {
         Box::new(FakeMemory::new(MEM_BASE, MEM_SIZE)),
         Box::new(RecordingIrqs::default()),
     );
-    c.write32(reg::REG_CTRL, reg::CTRL_ENABLE, 0);
+    c.write32(reg::CTRL::OFFSET, reg::CTRL::ZERO.enable().mask(), 0);
     c
 }
 
-fn preg(port: u32, r: u32) -> u32 {
-    reg::port_reg(port, r).expect("port reg")
-}
-
 fn setup_tx(c: &mut Controller, port: u32, base: u64, size: u32) {
-    c.write32(preg(port, reg::P_TX_BASE_LO), base as u32, 0);
-    c.write32(preg(port, reg::P_TX_BASE_HI), (base >> 32) as u32, 0);
-    c.write32(preg(port, reg::P_TX_SIZE), size, 0);
-    c.write32(preg(port, reg::P_TX_CTRL), reg::RING_ENABLE, 0);
-    c.write32(preg(port, reg::P_INT_MASK), 0, 0);
-    c.write32(preg(port, reg::P_PHY_CTRL), reg::PHYC_ENABLE, 0);
-    c.set_link(port as usize, true);
-}
-
-fn put_desc(c: &mut Controller, base: u64, idx: u32, d: reg::Desc) {
-    c.memory_mut()
-        .write(reg::desc_addr(base, idx).expect("addr"), &d.encode())
-        .expect("desc");
-}
-
-fn get_desc(c: &mut Controller, base: u64, idx: u32) -> reg::Desc {
-    let mut raw = [0u8; reg::DESC_BYTES];
-    c.memory_mut()
-        .read(reg::desc_addr(base, idx).expect("addr"), &mut raw)
-        .expect("desc");
-    reg::Desc::decode(&raw)
+    program_ring(c, port, true, base, size);
+    enable_port(c, port);
 }
 
 #[test]
@@ -66,25 +45,23 @@ fn garbage_tx_descriptors_are_skipped_with_errors() {
         (buf, 40, u32::MAX),                      // good one
     ];
     for (i, &(addr, len, _)) in cases.iter().enumerate() {
-        put_desc(
-            &mut c,
-            base,
-            i as u32,
-            reg::Desc {
-                addr,
-                len,
-                ..Default::default()
-            },
-        );
+        put_desc(&mut c, base, i as u32, addr, len);
     }
-    c.write32(preg(0, reg::P_TX_TAIL), cases.len() as u32, 0);
+    c.write32(
+        preg(0, reg::RING_TAIL::of::<reg::TxRing>()),
+        cases.len() as u32,
+        0,
+    );
     let mut out = Vec::new();
     c.pull_tx(0, 1 << 20, &mut out);
     assert_eq!(out.len(), 40, "only the good descriptor reached the wire");
-    assert_eq!(c.read32(preg(0, reg::P_TX_HEAD)), cases.len() as u32);
+    assert_eq!(
+        c.read32(preg(0, reg::RING_HEAD::of::<reg::TxRing>())),
+        cases.len() as u32
+    );
     for (i, &(_, _, code)) in cases.iter().enumerate() {
         let d = get_desc(&mut c, base, i as u32);
-        assert!(d.status & reg::DESC_DONE != 0);
+        assert!(d.state().done().is_set());
         if code == u32::MAX {
             assert_eq!(d.error_code(), None);
             assert_eq!(d.done_len, 40);
@@ -92,15 +69,18 @@ fn garbage_tx_descriptors_are_skipped_with_errors() {
             assert_eq!(d.error_code(), Some(code as u8), "case {i}");
         }
     }
-    let err = c.read32(preg(0, reg::P_ERR_STATUS));
-    assert_eq!(err, reg::ERR_TX_DESC | reg::ERR_TX_DMA);
-    assert_eq!(c.read32(preg(0, reg::P_ERR_COUNT)), 6);
-    assert!(c.read32(preg(0, reg::P_INT_CAUSE)) & reg::INT_ERROR != 0);
+    let err = c.read32(preg(0, reg::ERR_STATUS::OFFSET));
+    assert_eq!(
+        err,
+        reg::ERR_STATUS::ZERO.tx_desc().mask() | reg::ERR_STATUS::ZERO.tx_dma().mask()
+    );
+    assert_eq!(c.read32(preg(0, reg::ERR_COUNT::OFFSET)), 6);
+    assert!(c.read32(preg(0, reg::INT_CAUSE::OFFSET)) & reg::INT_CAUSE::ZERO.error().mask() != 0);
     c.update_irqs(0);
-    assert!(c.read32(reg::REG_GERR) & reg::GERR_PORT != 0);
+    assert!(c.read32(reg::GERR::OFFSET) & reg::GERR::ZERO.port().mask() != 0);
     // W1C.
-    c.write32(preg(0, reg::P_ERR_STATUS), err, 0);
-    assert_eq!(c.read32(preg(0, reg::P_ERR_STATUS)), 0);
+    c.write32(preg(0, reg::ERR_STATUS::OFFSET), err, 0);
+    assert_eq!(c.read32(preg(0, reg::ERR_STATUS::OFFSET)), 0);
 }
 
 #[test]
@@ -108,29 +88,26 @@ fn unreadable_ring_halts_only_that_ring() {
     let mut c = controller();
     setup_tx(&mut c, 0, 0x7000_0000_0000, 8); // ring outside memory
     setup_tx(&mut c, 1, MEM_BASE, 8);
-    c.write32(preg(0, reg::P_TX_TAIL), 3, 0);
-    put_desc(
-        &mut c,
-        MEM_BASE,
-        0,
-        reg::Desc {
-            addr: MEM_BASE + 0x1000,
-            len: 20,
-            ..Default::default()
-        },
-    );
-    c.write32(preg(1, reg::P_TX_TAIL), 1, 0);
+    c.write32(preg(0, reg::RING_TAIL::of::<reg::TxRing>()), 3, 0);
+    put_desc(&mut c, MEM_BASE, 0, MEM_BASE + 0x1000, 20);
+    c.write32(preg(1, reg::RING_TAIL::of::<reg::TxRing>()), 1, 0);
     let mut out = Vec::new();
     c.pull_tx(0, 4096, &mut out);
     assert!(out.is_empty());
-    assert!(c.read32(preg(0, reg::P_TX_CTRL)) & reg::RING_HALTED != 0);
-    assert!(c.read32(preg(0, reg::P_ERR_STATUS)) & reg::ERR_RING_DMA != 0);
+    assert!(
+        c.read32(preg(0, reg::RING_CTRL::of::<reg::TxRing>()))
+            & reg::RING_CTRL::ZERO.halted().mask()
+            != 0
+    );
+    assert!(
+        c.read32(preg(0, reg::ERR_STATUS::OFFSET)) & reg::ERR_STATUS::ZERO.ring_dma().mask() != 0
+    );
     c.pull_tx(1, 4096, &mut out);
     assert_eq!(out.len(), 20, "port 1 unaffected");
-    assert_eq!(c.read32(preg(1, reg::P_ERR_STATUS)), 0);
+    assert_eq!(c.read32(preg(1, reg::ERR_STATUS::OFFSET)), 0);
     // Disable clears the halt.
-    c.write32(preg(0, reg::P_TX_CTRL), 0, 0);
-    assert_eq!(c.read32(preg(0, reg::P_TX_CTRL)), 0);
+    c.write32(preg(0, reg::RING_CTRL::of::<reg::TxRing>()), 0, 0);
+    assert_eq!(c.read32(preg(0, reg::RING_CTRL::of::<reg::TxRing>())), 0);
 }
 
 #[test]
@@ -142,23 +119,25 @@ fn bad_ring_configuration_is_refused() {
         (MEM_BASE + 8, 8),
         (u64::MAX - 15, 64),
     ] {
-        c.write32(preg(0, reg::P_TX_BASE_LO), base as u32, 0);
-        c.write32(preg(0, reg::P_TX_BASE_HI), (base >> 32) as u32, 0);
-        c.write32(preg(0, reg::P_TX_SIZE), size, 0);
-        c.write32(preg(0, reg::P_TX_CTRL), reg::RING_ENABLE, 0);
+        program_ring(&mut c, 0, true, base, size);
         assert_eq!(
-            c.read32(preg(0, reg::P_TX_CTRL)) & reg::RING_ENABLE,
+            c.read32(preg(0, reg::RING_CTRL::of::<reg::TxRing>()))
+                & reg::RING_CTRL::ZERO.enable().mask(),
             0,
             "{base:#x}/{size}"
         );
     }
-    assert!(c.read32(preg(0, reg::P_ERR_STATUS)) & reg::ERR_RING_CFG != 0);
+    assert!(
+        c.read32(preg(0, reg::ERR_STATUS::OFFSET)) & reg::ERR_STATUS::ZERO.ring_cfg().mask() != 0
+    );
     assert_eq!(c.port_counters(0).expect("port").ring_cfg_errors, 4);
     // Ring registers are read-only while the ring runs.
     setup_tx(&mut c, 0, MEM_BASE, 8);
-    c.write32(preg(0, reg::P_TX_SIZE), 16, 0);
-    assert_eq!(c.read32(preg(0, reg::P_TX_SIZE)), 8);
-    assert!(c.read32(preg(0, reg::P_ERR_STATUS)) & reg::ERR_RING_BUSY != 0);
+    c.write32(preg(0, reg::RING_SIZE::of::<reg::TxRing>()), 16, 0);
+    assert_eq!(c.read32(preg(0, reg::RING_SIZE::of::<reg::TxRing>())), 8);
+    assert!(
+        c.read32(preg(0, reg::ERR_STATUS::OFFSET)) & reg::ERR_STATUS::ZERO.ring_busy().mask() != 0
+    );
 }
 
 #[test]
@@ -166,22 +145,17 @@ fn doorbell_storm_is_bounded() {
     let mut c = controller();
     setup_tx(&mut c, 0, MEM_BASE, 64);
     for i in 0..64 {
-        put_desc(
-            &mut c,
-            MEM_BASE,
-            i,
-            reg::Desc {
-                addr: MEM_BASE + 0x10000,
-                len: 20,
-                ..Default::default()
-            },
-        );
+        put_desc(&mut c, MEM_BASE, i, MEM_BASE + 0x10000, 20);
     }
     let mut rng = Rng::new(5, 0);
     let start = std::time::Instant::now();
     for _ in 0..1_000_000 {
         let v = rng.below(80) as u32; // some beyond the ring
-        c.bar_write(u64::from(preg(0, reg::P_TX_TAIL)), &v.to_le_bytes(), 0);
+        c.bar_write(
+            u64::from(preg(0, reg::RING_TAIL::of::<reg::TxRing>())),
+            &v.to_le_bytes(),
+            0,
+        );
     }
     let storm = start.elapsed();
     let mut out = Vec::new();
@@ -207,15 +181,15 @@ fn bad_register_accesses_are_counted() {
     c.bar_write(u64::from(reg::BAR0_SIZE), &[0; 4], 0); // outside
     c.bar_write(0x7ff0, &[0; 4], 0); // hole
     c.bar_read(0x1_0000_0000, &mut b); // far outside
-    assert_eq!(c.read32(reg::REG_BAD_ACCESS), 6);
-    assert!(c.read32(reg::REG_GERR) & reg::GERR_BAD_ACCESS != 0);
+    assert_eq!(c.read32(reg::BAD_ACCESS::OFFSET), 6);
+    assert!(c.read32(reg::GERR::OFFSET) & reg::GERR::ZERO.bad_access().mask() != 0);
     // Ports beyond the controller's count are holes too.
-    c.write32(preg(7, reg::P_TX_TAIL), 1, 0);
-    assert_eq!(c.read32(reg::REG_BAD_ACCESS), 7);
+    c.write32(preg(7, reg::RING_TAIL::of::<reg::TxRing>()), 1, 0);
+    assert_eq!(c.read32(reg::BAD_ACCESS::OFFSET), 7);
     // Scratch and identification still work.
-    c.write32(reg::REG_SCRATCH, 0x1234_5678, 0);
-    assert_eq!(c.read32(reg::REG_SCRATCH), 0x1234_5678);
-    assert_eq!(c.read32(reg::REG_IDENT), reg::IDENT_VALUE);
+    c.write32(reg::SCRATCH::OFFSET, 0x1234_5678, 0);
+    assert_eq!(c.read32(reg::SCRATCH::OFFSET), 0x1234_5678);
+    assert_eq!(c.read32(reg::IDENT::OFFSET), reg::IDENT_VALUE);
 }
 
 #[test]
@@ -248,38 +222,17 @@ fn random_register_fuzz_never_panics() {
             c.update_irqs(i);
         }
     }
-    assert_eq!(c.read32(reg::REG_IDENT), reg::IDENT_VALUE);
+    assert_eq!(c.read32(reg::IDENT::OFFSET), reg::IDENT_VALUE);
 }
 
 #[test]
 fn rx_buffers_outside_memory_are_errors() {
     let mut c = controller();
-    c.write32(preg(0, reg::P_RX_BASE_LO), MEM_BASE as u32, 0);
-    c.write32(preg(0, reg::P_RX_BASE_HI), 0, 0);
-    c.write32(preg(0, reg::P_RX_SIZE), 8, 0);
-    c.write32(preg(0, reg::P_RX_CTRL), reg::RING_ENABLE, 0);
-    c.write32(preg(0, reg::P_PHY_CTRL), reg::PHYC_ENABLE, 0);
-    put_desc(
-        &mut c,
-        MEM_BASE,
-        0,
-        reg::Desc {
-            addr: 0x10,
-            len: 640,
-            ..Default::default()
-        },
-    );
-    put_desc(
-        &mut c,
-        MEM_BASE,
-        1,
-        reg::Desc {
-            addr: MEM_BASE + 0x1000,
-            len: 640,
-            ..Default::default()
-        },
-    );
-    c.write32(preg(0, reg::P_RX_TAIL), 2, 0);
+    program_ring(&mut c, 0, false, MEM_BASE, 8);
+    enable_port(&mut c, 0);
+    put_desc(&mut c, MEM_BASE, 0, 0x10, 640);
+    put_desc(&mut c, MEM_BASE, 1, MEM_BASE + 0x1000, 640);
+    c.write32(preg(0, reg::RING_TAIL::of::<reg::RxRing>()), 2, 0);
     c.push_rx(0, 0, &[0xab; 100]);
     c.service_rx();
     let d0 = get_desc(&mut c, MEM_BASE, 0);

@@ -88,13 +88,22 @@ impl Guest {
         reg::port_reg(0, r).expect("reg")
     }
     fn setup(&mut self) {
-        self.w(reg::REG_CTRL, reg::CTRL_ENABLE);
-        self.w(Self::p(reg::P_TX_BASE_LO), GPA as u32);
-        self.w(Self::p(reg::P_TX_SIZE), 8);
-        self.w(Self::p(reg::P_TX_CTRL), reg::RING_ENABLE);
-        self.w(Self::p(reg::P_RX_BASE_LO), (GPA + 0x1000) as u32);
-        self.w(Self::p(reg::P_RX_SIZE), 8);
-        self.w(Self::p(reg::P_RX_CTRL), reg::RING_ENABLE);
+        self.w(reg::CTRL::OFFSET, reg::CTRL::ZERO.enable().mask());
+        self.w(Self::p(reg::RING_BASE_LO::of::<reg::TxRing>()), GPA as u32);
+        self.w(Self::p(reg::RING_SIZE::of::<reg::TxRing>()), 8);
+        self.w(
+            Self::p(reg::RING_CTRL::of::<reg::TxRing>()),
+            reg::RING_CTRL::ZERO.enable().mask(),
+        );
+        self.w(
+            Self::p(reg::RING_BASE_LO::of::<reg::RxRing>()),
+            (GPA + 0x1000) as u32,
+        );
+        self.w(Self::p(reg::RING_SIZE::of::<reg::RxRing>()), 8);
+        self.w(
+            Self::p(reg::RING_CTRL::of::<reg::RxRing>()),
+            reg::RING_CTRL::ZERO.enable().mask(),
+        );
         for i in 0..7 {
             let d = reg::Desc {
                 addr: GPA + 0x20000 + u64::from(i) * 0x1000,
@@ -105,9 +114,12 @@ impl Guest {
                 .write(reg::desc_addr(GPA + 0x1000, i).expect("a"), &d.encode())
                 .expect("post");
         }
-        self.w(Self::p(reg::P_RX_TAIL), 7);
-        self.w(Self::p(reg::P_INT_MASK), 0);
-        self.w(Self::p(reg::P_PHY_CTRL), reg::PHYC_ENABLE);
+        self.w(Self::p(reg::RING_TAIL::of::<reg::RxRing>()), 7);
+        self.w(Self::p(reg::INT_MASK::OFFSET), 0);
+        self.w(
+            Self::p(reg::PHY_CTRL::OFFSET),
+            reg::PHY_CTRL::ZERO.enable().mask(),
+        );
     }
     fn wait_irq(&self, vector: usize, timeout: Duration) -> bool {
         let start = Instant::now();
@@ -165,21 +177,21 @@ fn two_guests_over_vfio_user_and_reconnect() {
         .expect("config");
     assert_eq!(u16::from_le_bytes([id[0], id[1]]), reg::PCI_VENDOR_ID);
     assert_eq!(u16::from_le_bytes([id[2], id[3]]), reg::PCI_DEVICE_ID);
-    assert_eq!(g0.r(reg::REG_IDENT), reg::IDENT_VALUE);
+    assert_eq!(g0.r(reg::IDENT::OFFSET), reg::IDENT_VALUE);
 
     // The test cause raises vector 0 through the eventfd.
-    g0.w(reg::REG_GINT_MASK, 0);
-    g0.w(reg::REG_GINT_TEST, reg::GINT_TEST);
+    g0.w(reg::GINT_MASK::OFFSET, 0);
+    g0.w(reg::GINT_TEST::OFFSET, reg::GINT_CAUSE::ZERO.test().mask());
     assert!(g0.wait_irq(0, Duration::from_secs(5)), "MSI-X vector 0");
 
     g0.setup();
     g1.setup();
     assert!(wait(Duration::from_secs(5), || {
-        g0.r(Guest::p(reg::P_PHY_STATUS)) & reg::PHY_LINK_UP != 0
-            && g1.r(Guest::p(reg::P_PHY_STATUS)) & reg::PHY_LINK_UP != 0
+        g0.r(Guest::p(reg::PHY_STATUS::OFFSET)) & reg::PHY_STATUS::ZERO.link_up().mask() != 0
+            && g1.r(Guest::p(reg::PHY_STATUS::OFFSET)) & reg::PHY_STATUS::ZERO.link_up().mask() != 0
     }));
     assert!(g1.wait_irq(1, Duration::from_secs(5)), "link-up interrupt");
-    g1.w(Guest::p(reg::P_INT_CAUSE), reg::INT_ALL);
+    g1.w(Guest::p(reg::INT_CAUSE::OFFSET), reg::INT_CAUSE::FIELDS);
 
     // Three flits from vm0 to vm1.
     let data: Vec<u8> = (0..60u8).collect();
@@ -190,36 +202,36 @@ fn two_guests_over_vfio_user_and_reconnect() {
         ..Default::default()
     };
     g0.mem.write(GPA, &d.encode()).expect("desc");
-    g0.w(Guest::p(reg::P_TX_TAIL), 1);
+    g0.w(Guest::p(reg::RING_TAIL::of::<reg::TxRing>()), 1);
     assert!(g1.wait_irq(1, Duration::from_secs(5)), "RX interrupt");
     assert!(wait(Duration::from_secs(5), || g1
-        .r(Guest::p(reg::P_RX_HEAD))
+        .r(Guest::p(reg::RING_HEAD::of::<reg::RxRing>()))
         >= 1));
     let mut raw = [0u8; reg::DESC_BYTES];
     g1.mem
         .read(reg::desc_addr(GPA + 0x1000, 0).expect("a"), &mut raw)
         .expect("desc");
     let rd = reg::Desc::decode(&raw);
-    assert_eq!(rd.status & reg::DESC_DONE, reg::DESC_DONE);
+    assert!(rd.state().done().is_set());
     assert_eq!(rd.done_len, 60);
     let mut got = vec![0u8; 60];
     g1.mem.read(rd.addr, &mut got).expect("data");
     assert_eq!(got, data);
-    assert_eq!(g0.r(Guest::p(reg::P_TX_HEAD)), 1);
+    assert_eq!(g0.r(Guest::p(reg::RING_HEAD::of::<reg::TxRing>())), 1);
 
     // vm0 goes away: its controller resets, vm1 sees LinkUp 0, and vm0
     // is served again.
     g0.c.shutdown().expect("shutdown");
     drop(g0);
     assert!(wait(Duration::from_secs(5), || {
-        g1.r(Guest::p(reg::P_PHY_STATUS)) & reg::PHY_LINK_UP == 0
+        g1.r(Guest::p(reg::PHY_STATUS::OFFSET)) & reg::PHY_STATUS::ZERO.link_up().mask() == 0
     }));
     let mut g0 = Guest::connect(&dir.join("vm0.sock"));
-    assert_eq!(g0.r(reg::REG_IDENT), reg::IDENT_VALUE);
-    assert_eq!(g0.r(reg::REG_CTRL), 0, "reset after the disconnect");
+    assert_eq!(g0.r(reg::IDENT::OFFSET), reg::IDENT_VALUE);
+    assert_eq!(g0.r(reg::CTRL::OFFSET), 0, "reset after the disconnect");
     g0.setup();
     assert!(wait(Duration::from_secs(5), || {
-        g1.r(Guest::p(reg::P_PHY_STATUS)) & reg::PHY_LINK_UP != 0
+        g1.r(Guest::p(reg::PHY_STATUS::OFFSET)) & reg::PHY_STATUS::ZERO.link_up().mask() != 0
     }));
     let v = ub_fabric::control::request(&cfg.control, &ub_fabric::fabric::Command::Counters)
         .expect("control socket");

@@ -13,7 +13,7 @@ use ub_fabric::device::{Controller, RecordingIrqs};
 use ub_fabric::fabric::Fabric;
 use ub_fabric::mem::FakeMemory;
 use ub_fabric::topology::{addr, Topology};
-use ub_proto::controller as reg;
+use ub_proto::controller::{self as reg, RegisterBase, Ring};
 use ub_proto::link::engine::{Delivery, Event, Link, LinkConfig, RxSink, TxPacket, TxSource};
 use ub_proto::link::retry::RetrySlot;
 use ub_proto::link::DllState;
@@ -186,10 +186,10 @@ impl Driver {
     /// rings on every port, unmasks interrupts and enables the ports.
     pub fn probe(f: &mut Fabric, host: usize, now: u64) -> Self {
         let ctrl = &mut f.hosts[host].ctrl;
-        assert_eq!(ctrl.read32(reg::REG_IDENT), reg::IDENT_VALUE);
-        assert_eq!(ctrl.read32(reg::REG_VERSION), reg::VERSION_VALUE);
-        let nports = ctrl.read32(reg::REG_CAP_PORTS);
-        ctrl.write32(reg::REG_CTRL, reg::CTRL_ENABLE, now);
+        assert_eq!(ctrl.read32(reg::IDENT::OFFSET), reg::IDENT_VALUE);
+        assert_eq!(ctrl.read32(reg::VERSION::OFFSET), reg::VERSION_VALUE);
+        let nports = ctrl.read32(reg::CAP_PORTS::OFFSET);
+        ctrl.write32(reg::CTRL::OFFSET, reg::CTRL::ZERO.enable().mask(), now);
         let mut ports = Vec::new();
         for p in 0..nports {
             let region = MEM_BASE + u64::from(p) * 0x20_0000;
@@ -214,14 +214,17 @@ impl Driver {
             let w = |ctrl: &mut Controller, r: u32, v: u32| {
                 ctrl.write32(reg::port_reg(p, r).expect("reg"), v, now)
             };
-            w(ctrl, reg::P_TX_BASE_LO, d.tx_base as u32);
-            w(ctrl, reg::P_TX_BASE_HI, (d.tx_base >> 32) as u32);
-            w(ctrl, reg::P_TX_SIZE, RING);
-            w(ctrl, reg::P_TX_CTRL, reg::RING_ENABLE);
-            w(ctrl, reg::P_RX_BASE_LO, d.rx_base as u32);
-            w(ctrl, reg::P_RX_BASE_HI, (d.rx_base >> 32) as u32);
-            w(ctrl, reg::P_RX_SIZE, RING);
-            w(ctrl, reg::P_RX_CTRL, reg::RING_ENABLE);
+            for (block, base) in [
+                (<reg::TxRing as RegisterBase<Ring>>::BASE, d.tx_base),
+                (<reg::RxRing as RegisterBase<Ring>>::BASE, d.rx_base),
+            ] {
+                let (lo, hi) = reg::split_u64(base);
+                w(ctrl, block + reg::RING_BASE_LO::OFFSET, lo);
+                w(ctrl, block + reg::RING_BASE_HI::OFFSET, hi);
+                w(ctrl, block + reg::RING_SIZE::OFFSET, RING);
+                let enable = reg::RING_CTRL::ZERO.enable().mask();
+                w(ctrl, block + reg::RING_CTRL::OFFSET, enable);
+            }
             // Post every RX buffer but one (a full ring is head == tail + 1).
             for i in 0..RING - 1 {
                 let desc = reg::Desc {
@@ -233,9 +236,13 @@ impl Driver {
                     .write(reg::desc_addr(d.rx_base, i).expect("addr"), &desc.encode())
                     .expect("post");
             }
-            w(ctrl, reg::P_RX_TAIL, RING - 1);
-            w(ctrl, reg::P_INT_MASK, 0);
-            w(ctrl, reg::P_PHY_CTRL, reg::PHYC_ENABLE);
+            w(ctrl, reg::RING_TAIL::of::<reg::RxRing>(), RING - 1);
+            w(ctrl, reg::INT_MASK::OFFSET, 0);
+            w(
+                ctrl,
+                reg::PHY_CTRL::OFFSET,
+                reg::PHY_CTRL::ZERO.enable().mask(),
+            );
             ports.push(d);
         }
         Self { host, ports }
@@ -245,8 +252,8 @@ impl Driver {
     pub fn poll(&mut self, f: &mut Fabric, now: u64) {
         let ctrl = &mut f.hosts[self.host].ctrl;
         for d in &mut self.ports {
-            let phy = ctrl.read32(d.reg(reg::P_PHY_STATUS));
-            let up = phy & reg::PHY_LINK_UP != 0;
+            let phy = ctrl.read32(d.reg(reg::PHY_STATUS::OFFSET));
+            let up = phy & reg::PHY_STATUS::ZERO.link_up().mask() != 0;
             if up && d.link.state() == DllState::Disabled {
                 d.link.link_up(now);
             } else if !up && d.link.state() != DllState::Disabled {
@@ -255,20 +262,20 @@ impl Driver {
                     q.clear();
                 }
             }
-            let cause = ctrl.read32(d.reg(reg::P_INT_CAUSE));
-            ctrl.write32(d.reg(reg::P_INT_CAUSE), cause, now);
-            if cause & reg::INT_RETRAIN_DONE != 0 {
+            let cause = ctrl.read32(d.reg(reg::INT_CAUSE::OFFSET));
+            ctrl.write32(d.reg(reg::INT_CAUSE::OFFSET), cause, now);
+            if cause & reg::INT_CAUSE::ZERO.retrain_done().mask() != 0 {
                 d.link.phy_retrained(now);
             }
             // RX completions.
-            let head = ctrl.read32(d.reg(reg::P_RX_HEAD));
+            let head = ctrl.read32(d.reg(reg::RING_HEAD::of::<reg::RxRing>()));
             let mut posted = 0;
             while d.rx_next != head {
                 let da = reg::desc_addr(d.rx_base, d.rx_next).expect("addr");
                 let mut raw = [0u8; reg::DESC_BYTES];
                 ctrl.memory_mut().read(da, &mut raw).expect("desc");
                 let desc = reg::Desc::decode(&raw);
-                if desc.status & reg::DESC_LOST != 0 {
+                if desc.state().lost().is_set() {
                     d.link.receive_error(now, u32::from(desc.lost));
                 }
                 let n = usize::from(desc.done_len);
@@ -288,7 +295,7 @@ impl Driver {
                 posted += 1;
             }
             if posted > 0 {
-                ctrl.write32(d.reg(reg::P_RX_TAIL), d.rx_tail, now);
+                ctrl.write32(d.reg(reg::RING_TAIL::of::<reg::RxRing>()), d.rx_tail, now);
             }
             if d.link.poll_timeout().is_some_and(|t| t <= now) {
                 d.link.handle_timeout(now);
@@ -297,19 +304,19 @@ impl Driver {
                 if ev == Event::RetrainRequest {
                     d.retrain_requests += 1;
                     ctrl.write32(
-                        d.reg(reg::P_PHY_CTRL),
-                        reg::PHYC_ENABLE | reg::PHYC_RETRAIN,
+                        d.reg(reg::PHY_CTRL::OFFSET),
+                        reg::PHY_CTRL::ZERO.enable().mask() | reg::PHY_CTRL::ZERO.retrain().mask(),
                         now,
                     );
                 }
             }
             // TX completions.
-            let tx_head = ctrl.read32(d.reg(reg::P_TX_HEAD));
+            let tx_head = ctrl.read32(d.reg(reg::RING_HEAD::of::<reg::TxRing>()));
             while d.tx_clean != tx_head {
                 let da = reg::desc_addr(d.tx_base, d.tx_clean).expect("addr");
                 let mut raw = [0u8; reg::DESC_BYTES];
                 ctrl.memory_mut().read(da, &mut raw).expect("desc");
-                if reg::Desc::decode(&raw).status & reg::DESC_ERR != 0 {
+                if reg::Desc::decode(&raw).state().err().is_set() {
                     d.tx_desc_errors += 1;
                 }
                 d.tx_clean = reg::ring_next(d.tx_clean, RING);
@@ -334,7 +341,7 @@ impl Driver {
                 rung = true;
             }
             if rung {
-                ctrl.write32(d.reg(reg::P_TX_TAIL), d.tx_tail, now);
+                ctrl.write32(d.reg(reg::RING_TAIL::of::<reg::TxRing>()), d.tx_tail, now);
             }
         }
     }
@@ -397,7 +404,7 @@ impl Driver {
         let da = reg::desc_addr(d.tx_base, d.tx_tail).expect("addr");
         ctrl.memory_mut().write(da, &desc.encode()).expect("desc");
         d.tx_tail = reg::ring_next(d.tx_tail, RING);
-        ctrl.write32(d.reg(reg::P_TX_TAIL), d.tx_tail, now);
+        ctrl.write32(d.reg(reg::RING_TAIL::of::<reg::TxRing>()), d.tx_tail, now);
     }
 
     /// Whether every port's DLL is up.
