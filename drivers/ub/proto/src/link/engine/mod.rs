@@ -59,7 +59,7 @@ pub mod trace;
 pub use dll::DllState;
 pub use events::{EventRing, EVENT_SLOTS};
 pub use retry_ack::RetryAckState;
-pub use retry_req::RetryReqState;
+pub use retry_req::{RetryReqState, ACK_COPY_MAX_DAMAGE};
 pub use timers::{Timer, TimerTable};
 pub use trace::{Machine, Tracer, Transition};
 
@@ -993,11 +993,16 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
                 // Discard until a Retry_Ack_Set: only single-flit retry
                 // blocks are recognised, each on its own CRC.
                 match ControlBlock::decode(self.cfg.mode, flit) {
-                    Ok((cb, _)) if is_retry_block(&cb) => self.on_retry_block(now, &cb),
+                    Ok((cb, _)) if is_retry_block(&cb) => self.on_retry_block(now, &cb, flit),
                     _ => self.discard(1),
                 }
             }
             RetryReqState::Normal => {
+                let at = self.counters.rx_flits;
+                if self.rx_have == 0 && self.req.consume_ack_tail(flit, at, self.tracer) {
+                    self.discard(1);
+                    return;
+                }
                 if self.rx_have == 0 {
                     match self.parse_header(flit) {
                         Ok((flits, hdr)) => {
@@ -1088,7 +1093,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
             RxHdr::Ctrl => match ControlBlock::decode(self.cfg.mode, block) {
                 Ok((cb, _)) => {
                     self.counters.rx_blocks = self.counters.rx_blocks.wrapping_add(1);
-                    self.on_control(now, &cb, block.len() / FLIT_BYTES, sink);
+                    self.on_control(now, &cb, block, sink);
                 }
                 Err(e) => {
                     self.count_frame_error(e);
@@ -1244,7 +1249,8 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         }
     }
 
-    fn on_control(&mut self, now: u64, cb: &ControlBlock, flits: usize, sink: &mut impl RxSink) {
+    fn on_control(&mut self, now: u64, cb: &ControlBlock, block: &[u8], sink: &mut impl RxSink) {
+        let flits = block.len() / FLIT_BYTES;
         let kind = cb.kind();
         if kind.is_retried() {
             let pure = matches!(cb, ControlBlock::CrdAck(c) if c.is_pure_ack());
@@ -1257,7 +1263,9 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         match cb {
             ControlBlock::Null | ControlBlock::Nob | ControlBlock::Init(_) => {}
             ControlBlock::RetryIdle | ControlBlock::RetryReq(_) | ControlBlock::RetryAck(_) => {
-                self.on_retry_block(now, cb);
+                if let Some(flit) = block.first_chunk::<FLIT_BYTES>() {
+                    self.on_retry_block(now, cb, flit);
+                }
             }
             ControlBlock::CrdAck(c) => self.on_crd_ack(c),
             ControlBlock::ParamExchg(p) => {
@@ -1351,17 +1359,20 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         self.poke(out)
     }
 
-    fn on_retry_block(&mut self, now: u64, cb: &ControlBlock) {
+    fn on_retry_block(&mut self, now: u64, cb: &ControlBlock, flit: &[u8; FLIT_BYTES]) {
+        let at = self.counters.rx_flits;
         match cb {
             ControlBlock::RetryIdle => self.ack.retry_idle(),
             ControlBlock::RetryReq(r) => self.on_retry_req(r),
-            ControlBlock::RetryAck(a) => match self.req.retry_ack(a.rd_ptr, self.tracer) {
-                AckVerdict::Resumed => self.rx_have = 0,
-                // A stale set restarts the peer's retransmission behind
-                // us: realign by requesting from our RcvPtr.
-                AckVerdict::Realign => self.block_error(now),
-                AckVerdict::Ignored => self.discard(1),
-            },
+            ControlBlock::RetryAck(a) => {
+                match self.req.retry_ack(a.rd_ptr, flit, at, self.tracer) {
+                    AckVerdict::Resumed => self.rx_have = 0,
+                    // A stale set restarts the peer's retransmission behind
+                    // us: realign by requesting from our RcvPtr.
+                    AckVerdict::Realign => self.block_error(now),
+                    AckVerdict::Ignored => self.discard(1),
+                }
+            }
             _ => {}
         }
     }

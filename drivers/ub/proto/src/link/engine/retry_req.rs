@@ -12,7 +12,9 @@
 //! ERROR: held until a management reset
 //! ```
 
+use super::super::frame::FLIT_BYTES;
 use super::trace::{emit, Machine, Tracer};
+use super::RETRY_SET_BLOCKS;
 
 /// RETRY_REQ_SM state (receiver side, §4.7.4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,11 +44,29 @@ impl RetryReqState {
     }
 }
 
+/// Most bits in which a flit may differ from the good Retry_Ack copy and
+/// still be taken for a damaged copy of the same set. Every other CRC-valid
+/// one-flit block differs from the copy in more bits (the CRC30 detects
+/// every error of up to 3 bits in a flit: `link_defects` checks all of
+/// them), so a real block is never swallowed.
+pub const ACK_COPY_MAX_DAMAGE: u32 = 3;
+
+/// The rest of a Retry_Ack_Set after its first good copy (§4.7.3: the set
+/// is one signal): consumed without being judged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct AckSetTail {
+    /// The good copy.
+    copy: [u8; FLIT_BYTES],
+    /// Receive-flit position of the good copy.
+    at: u64,
+}
+
 /// RETRY_REQ_SM's states with their data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum ReqSm {
-    /// NORMAL.
-    Normal,
+    /// NORMAL; `tail` while the rest of the Retry_Ack_Set that ended WAIT
+    /// may still be arriving.
+    Normal { tail: Option<AckSetTail> },
     /// REQ: a Retry_Req_Set is to be sent.
     Req,
     /// WAIT for the Retry_Ack_Set until `deadline` (ns).
@@ -60,7 +80,7 @@ pub(super) enum ReqSm {
 impl ReqSm {
     const fn public(&self) -> RetryReqState {
         match self {
-            Self::Normal => RetryReqState::Normal,
+            Self::Normal { .. } => RetryReqState::Normal,
             Self::Req => RetryReqState::Req,
             Self::Wait { .. } => RetryReqState::Wait,
             Self::Retrain => RetryReqState::Retrain,
@@ -110,7 +130,7 @@ impl RetryReq {
         wait_timeout_ns: u64,
     ) -> Self {
         Self {
-            sm: ReqSm::Normal,
+            sm: ReqSm::Normal { tail: None },
             rcv_ptr: 0,
             num_retry: 0,
             num_phy_reinit: 0,
@@ -124,9 +144,9 @@ impl RetryReq {
         self.sm.public()
     }
 
-    /// NORMAL: blocks are parsed whole.
+    /// NORMAL with no Retry_Ack_Set tail pending: blocks are parsed whole.
     pub(super) const fn is_receiving(&self) -> bool {
-        matches!(self.sm, ReqSm::Normal)
+        matches!(self.sm, ReqSm::Normal { tail: None })
     }
 
     pub(super) const fn rcv_ptr(&self) -> u16 {
@@ -206,16 +226,52 @@ impl RetryReq {
         }
     }
 
-    /// A good Retry_Ack block with `rd_ptr`.
-    pub(super) fn retry_ack(&mut self, rd_ptr: u16, tracer: Option<Tracer>) -> AckVerdict {
+    /// A good Retry_Ack block `flit` with `rd_ptr`, at receive-flit
+    /// position `at`.
+    pub(super) fn retry_ack(
+        &mut self,
+        rd_ptr: u16,
+        flit: &[u8; FLIT_BYTES],
+        at: u64,
+        tracer: Option<Tracer>,
+    ) -> AckVerdict {
         match self.sm {
             ReqSm::Wait { .. } if rd_ptr == self.rcv_ptr => {
-                self.transition(ReqSm::Normal, "§4.7.4", tracer);
+                let tail = Some(AckSetTail { copy: *flit, at });
+                self.transition(ReqSm::Normal { tail }, "§4.7.4", tracer);
                 AckVerdict::Resumed
             }
-            ReqSm::Normal if rd_ptr != self.rcv_ptr => AckVerdict::Realign,
+            ReqSm::Normal { .. } if rd_ptr != self.rcv_ptr => AckVerdict::Realign,
             _ => AckVerdict::Ignored,
         }
+    }
+
+    /// In NORMAL right after WAIT: `true` if `flit` (at position `at`) is
+    /// one more copy of the Retry_Ack_Set that ended WAIT, intact or
+    /// damaged in at most [`ACK_COPY_MAX_DAMAGE`] bits, and so consumed.
+    /// The first flit that is not ends the tail.
+    pub(super) fn consume_ack_tail(
+        &mut self,
+        flit: &[u8; FLIT_BYTES],
+        at: u64,
+        tracer: Option<Tracer>,
+    ) -> bool {
+        let ReqSm::Normal { tail: Some(t) } = self.sm else {
+            return false;
+        };
+        // The set has RETRY_SET_BLOCKS copies: at most that many minus one
+        // follow the first good one.
+        let within = at.wrapping_sub(t.at) < RETRY_SET_BLOCKS as u64;
+        let damage: u32 = flit
+            .iter()
+            .zip(t.copy.iter())
+            .map(|(a, b)| (a ^ b).count_ones())
+            .sum();
+        if within && damage <= ACK_COPY_MAX_DAMAGE {
+            return true;
+        }
+        self.transition(ReqSm::Normal { tail: None }, "§4.7.3", tracer);
+        false
     }
 
     /// A retried block of `flits` was accepted: RcvPtr advances modulo
@@ -241,7 +297,7 @@ impl RetryReq {
         let to = if keep_error && self.sm == ReqSm::Error {
             ReqSm::Error
         } else {
-            ReqSm::Normal
+            ReqSm::Normal { tail: None }
         };
         self.rcv_ptr = 0;
         self.num_retry = 0;
