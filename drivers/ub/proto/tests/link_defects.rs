@@ -22,10 +22,10 @@
 
 mod link_harness;
 
-use link_harness::{Collector, Queues, Sim};
+use link_harness::{Collector, Pkt, Queues, Sim};
 use ub_proto::link::ctrl::{ControlBlock, RetryAck};
 use ub_proto::link::engine::{LinkConfig, RetryReqState};
-use ub_proto::link::frame::{check_block, Mode, FLIT_BYTES};
+use ub_proto::link::frame::{check_block, max_payload, Mode, FLIT_BYTES};
 
 fn cfg() -> LinkConfig {
     let mut c = LinkConfig::default();
@@ -148,4 +148,31 @@ fn crc30_detects_every_error_of_up_to_three_bits_in_a_flit() {
     }
     assert_eq!(checked, 160 * 159 * 158 / 6);
     assert_eq!(ub_proto::link::engine::ACK_COPY_MAX_DAMAGE, 3);
+}
+
+/// Defect 2. VL0's configured reserve would take every credit; VL1 has
+/// none. The carve keeps one largest DLLDP in SHARE_CRD, so VL1 still
+/// sends a largest DLLDP.
+#[test]
+fn sharing_mode_lets_every_vl_send_a_largest_dlldp() {
+    let mut c = cfg();
+    c.want_sharing = true;
+    c.share_reserve[0] = u16::MAX;
+    let mut sim = Sim::new(c, c, 1024, 1024, 5);
+    assert!(sim.bring_up(10_000));
+    sim.run_while(200, |_| true);
+    assert!(sim.a.tx_credits().sharing());
+    assert!(sim.a.tx_credits().is_full());
+    let p = Pkt {
+        cfg: 3,
+        rt: 0,
+        error_flag: false,
+        payload: vec![7; max_payload(Mode::Crc)],
+    };
+    sim.qa.push(1, p.clone());
+    sim.run_while(20_000, |s| s.cb.delivered == 0);
+    assert!(sim.cb.got[1] == vec![p], "VL1 never sent its largest DLLDP");
+    // And everything comes home again.
+    sim.run_while(2_000, |_| true);
+    assert!(sim.a.tx_credits().is_full());
 }

@@ -43,7 +43,7 @@ use super::ctrl::{
 use super::frame::{
     cells_for_buffer, check_block, dlldb_payload, encode_dlldb, header_cfg, is_dlldp_cfg,
     max_payload, FrameError, Layout, Lbh, Lch, Lph, Mode, FLIT_BYTES, MAX_BLOCK_BYTES,
-    MAX_BLOCK_FLITS, MAX_VLS,
+    MAX_BLOCK_FLITS, MAX_DLLDP_FLITS, MAX_VLS,
 };
 use super::retry::{RetryBuffer, RetryError, RetrySlot};
 
@@ -1396,12 +1396,17 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         let neg = negotiate(&self.cfg.caps, peer, self.cfg.want_sharing);
         self.neg = Some(neg);
         self.event(Event::Negotiated);
+        // Sharing mode keeps one largest DLLDP's cells in the shared pool
+        // so that every enabled VL can always send one (link.rst,
+        // "Sharing mode").
+        let largest = MAX_DLLDP_FLITS.div_ceil(usize::from(neg.cell_flits.max(1))) as u32;
         self.tx_credits = TxCredits::new(
             neg.tx_sharing,
             neg.vl_enable,
             self.cfg.share_reserve,
             self.cfg.share_order,
-        );
+        )
+        .keep_shared(largest);
         let cells = cells_for_buffer(self.cfg.rx_buffer_bytes, u32::from(neg.cell_flits));
         let granted = split_equally(cells, usize::from(neg.vls), &neg.ctrl_credit_grain);
         self.rx_credits = RxCredits::new(granted, neg.rx_sharing);
