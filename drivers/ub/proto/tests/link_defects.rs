@@ -176,3 +176,46 @@ fn sharing_mode_lets_every_vl_send_a_largest_dlldp() {
     sim.run_while(2_000, |_| true);
     assert!(sim.a.tx_credits().is_full());
 }
+
+/// Defect 3. b grants VL1 100 cells, below the return threshold (256) and
+/// below VL1's DLLDP credit grain (128, so no LPH can return them), and
+/// streams to a without pause, returning a's ACKs in its LPHs. a needs
+/// its VL1 credits back several times over; the credit-return delay
+/// sends them in Crd_Acks.
+#[test]
+fn credits_below_every_threshold_come_back_while_the_peer_transmits() {
+    let mut a_cfg = cfg();
+    a_cfg.caps.data_credit_grain[1] = 0x80;
+    let mut b_cfg = a_cfg;
+    b_cfg.rx_buffer_bytes = 32_000;
+    let mut sim = Sim::new(a_cfg, b_cfg, 1024, 1024, 9);
+    assert!(sim.bring_up(10_000));
+    sim.run_while(200, |_| true);
+    assert_eq!(sim.b.negotiated().unwrap().data_credit_grain[1], 128);
+    assert_eq!(sim.b.rx_credits().granted()[1], 100);
+    for _ in 0..3000 {
+        sim.qb.push(
+            0,
+            Pkt {
+                cfg: 3,
+                rt: 0,
+                error_flag: false,
+                payload: vec![1; 600],
+            },
+        );
+    }
+    let sent: Vec<Pkt> = (0..300)
+        .map(|i| Pkt {
+            cfg: 4,
+            rt: 0,
+            error_flag: false,
+            payload: vec![i as u8; 150],
+        })
+        .collect();
+    for p in &sent {
+        sim.qa.push(1, p.clone());
+    }
+    sim.run_while(20_000, |s| s.cb.delivered < 300);
+    assert!(!sim.qb.is_empty(), "b transmitted the whole time");
+    assert_eq!(sim.cb.got[1], sent);
+}

@@ -197,6 +197,9 @@ pub struct Counters {
     /// Events dropped because the event queue was full (see
     /// [`EventRing`]).
     pub events_dropped: u64,
+    /// Crd_Acks forced because owed credits waited
+    /// `credit_return_delay_ns`.
+    pub credit_return_delays: u64,
 }
 
 /// Engine configuration.
@@ -222,6 +225,11 @@ pub struct LinkConfig {
     pub credit_return_threshold: u32,
     /// Credit-return timeout (ns) while a packet waits for credit.
     pub credit_timeout_ns: u64,
+    /// Longest time (ns) credits this port owes the peer may wait before
+    /// a Crd_Ack returns them, whatever the count: the bound in time next
+    /// to `credit_return_threshold`'s bound in count, so a VL whose grant
+    /// is below the threshold is never starved by a busy transmitter.
+    pub credit_return_delay_ns: u64,
     /// WAIT timeout (ns), 1 µs to 10 s.
     pub wait_timeout_ns: u64,
     /// NUM_RETRY_THRESHOLD.
@@ -270,6 +278,7 @@ impl Default for LinkConfig {
             rx_buffer_bytes: 1 << 20,
             credit_return_threshold: 256,
             credit_timeout_ns: 100_000_000,
+            credit_return_delay_ns: 10_000,
             wait_timeout_ns: 10_000,
             num_retry_threshold: 15,
             num_phy_reinit_threshold: 4,
@@ -469,6 +478,8 @@ pub struct Link<S> {
     rx_hdr: RxHdr,
     rx_pkt: Option<RxPkt>,
     rx_credits: RxCredits,
+    /// Since when credits returnable in a Crd_Ack are owed to the peer.
+    credit_due_since: Option<u64>,
     owed_acks: u32,
     owed_pure: u32,
     since_ack: u32,
@@ -529,6 +540,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
             rx_hdr: RxHdr::Ctrl,
             rx_pkt: None,
             rx_credits: RxCredits::default(),
+            credit_due_since: None,
             owed_acks: 0,
             owed_pure: 0,
             since_ack: 0,
@@ -655,6 +667,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         t.set(Timer::PartialBlock, self.partial_block_deadline());
         t.set(Timer::LockoutPoke, self.poke_deadline());
         t.set(Timer::CreditStall, self.credit_deadline);
+        t.set(Timer::CreditReturn, self.credit_return_deadline());
         t
     }
 
@@ -668,6 +681,12 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
     fn partial_block_deadline(&self) -> Option<u64> {
         (self.rx_have > 0 && self.req.state() == RetryReqState::Normal)
             .then_some(self.rx_block_deadline)
+    }
+
+    /// When owed credits must go out in a Crd_Ack, whatever their count.
+    fn credit_return_deadline(&self) -> Option<u64> {
+        self.credit_due_since
+            .map(|t| t.saturating_add(self.cfg.credit_return_delay_ns))
     }
 
     /// When a lock-out poke becomes due (see [`Link::transmit`]).
@@ -808,6 +827,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         self.rx_expect = 0;
         self.rx_pkt = None;
         self.rx_credits = RxCredits::default();
+        self.credit_due_since = None;
         self.owed_acks = 0;
         self.owed_pure = 0;
         self.since_ack = 0;
@@ -851,8 +871,8 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
     /// [`Timer::ALL`]. The partial-block timeout covers a header corrupted
     /// into announcing a longer block than the peer sent: on an idle link
     /// the rest never comes, so after the WAIT timeout the partial block
-    /// is treated as a CRC failure and retried. The lock-out poke is
-    /// served by the next `poll_transmit`.
+    /// is treated as a CRC failure and retried. The credit-return delay
+    /// and the lock-out poke are served by the next `poll_transmit`.
     pub fn handle_timeout(&mut self, now: u64) {
         for timer in Timer::ALL {
             // Re-read: serving one timer can disarm another.
@@ -876,7 +896,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
                     self.counters.credit_timeouts = self.counters.credit_timeouts.wrapping_add(1);
                     self.event(Event::CreditReturnTimeout);
                 }
-                Timer::LockoutPoke => {}
+                Timer::CreditReturn | Timer::LockoutPoke => {}
             }
         }
     }
@@ -1198,6 +1218,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
             }
             // The sink consumed the packet: its cells are free again.
             self.rx_credits.on_free(usize::from(pkt.vl), pkt.cost);
+            self.credit_freed(usize::from(pkt.vl));
             self.rx_pkt = None;
         } else {
             pkt.next = index + 1;
@@ -1446,6 +1467,31 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         self.sync_dll();
     }
 
+    /// Credits of `vl` were freed: if they can be returned in a Crd_Ack,
+    /// the credit-return delay starts (unless it runs already).
+    fn credit_freed(&mut self, vl: usize) {
+        if self.credit_due_since.is_none() && self.returnable(vl) {
+            self.credit_due_since = Some(self.now);
+        }
+    }
+
+    /// Credits were returned: the delay stops once nothing returnable is
+    /// left.
+    fn credits_returned(&mut self) {
+        if self.credit_due_since.is_some() && !(0..MAX_VLS).any(|vl| self.returnable(vl)) {
+            self.credit_due_since = None;
+        }
+    }
+
+    /// `true` if `vl` owes at least one Crd_Ack grain.
+    fn returnable(&self, vl: usize) -> bool {
+        let k = self
+            .neg
+            .and_then(|n| n.ctrl_credit_grain.get(vl).copied())
+            .unwrap_or(1);
+        self.rx_credits.pending(vl) >= u32::from(k.max(1))
+    }
+
     /// Writes whole blocks into `out` (never a partial block) and returns
     /// the bytes written; 0 when there is nothing to send (the PHY then
     /// sends idle). `out` should hold at least [`MIN_TX_BUFFER`] bytes.
@@ -1650,6 +1696,10 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         if self.credit_return_forced() {
             return true;
         }
+        if self.credit_return_deadline().is_some_and(|d| self.now >= d) {
+            self.counters.credit_return_delays = self.counters.credit_return_delays.wrapping_add(1);
+            return true;
+        }
         if self.substantive_acks() == 0 || self.owed_acks < u32::from(neg.ctrl_ack_grain) {
             return false;
         }
@@ -1705,6 +1755,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
                     .wrapping_add(u64::from(n * k));
                 *slot = n as u8;
             }
+            self.credits_returned();
         }
         let cb = ControlBlock::CrdAck(CrdAck {
             initial,
@@ -1813,6 +1864,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
                 .counters
                 .credits_returned
                 .wrapping_add(u64::from(cells));
+            self.credits_returned();
         }
         let _ = self.retry.push(out.get(..n).unwrap_or(&[]));
         self.count_tx_block();

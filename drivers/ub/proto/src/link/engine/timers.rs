@@ -23,16 +23,22 @@ pub enum Timer {
     /// Credit-return timeout (§4.6, DL protocol error): a packet waited
     /// `credit_timeout_ns` for credit (`Event::CreditReturnTimeout`).
     CreditStall,
+    /// Credit-return delay: credits this port owes the peer have waited
+    /// `credit_return_delay_ns`; a Crd_Ack returns them at the next
+    /// `poll_transmit`. The bound in time that complements the bound in
+    /// count (`credit_return_threshold`).
+    CreditReturn,
 }
 
 impl Timer {
     /// Number of timers.
-    pub const COUNT: usize = 4;
+    pub const COUNT: usize = 5;
     /// Every timer, in the order `handle_timeout` serves them.
     pub const ALL: [Self; Self::COUNT] = [
         Self::PartialBlock,
         Self::Wait,
         Self::CreditStall,
+        Self::CreditReturn,
         Self::LockoutPoke,
     ];
 
@@ -42,6 +48,7 @@ impl Timer {
             Self::PartialBlock => 1,
             Self::LockoutPoke => 2,
             Self::CreditStall => 3,
+            Self::CreditReturn => 4,
         }
     }
 }
