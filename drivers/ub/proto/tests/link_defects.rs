@@ -23,7 +23,7 @@
 mod link_harness;
 
 use link_harness::{Collector, Pkt, Queues, Sim};
-use ub_proto::link::ctrl::{ControlBlock, RetryAck};
+use ub_proto::link::ctrl::{ControlBlock, RetryAck, RetryReq};
 use ub_proto::link::engine::{LinkConfig, RetryReqState};
 use ub_proto::link::frame::{check_block, max_payload, Mode, FLIT_BYTES};
 
@@ -218,4 +218,79 @@ fn credits_below_every_threshold_come_back_while_the_peer_transmits() {
     sim.run_while(20_000, |s| s.cb.delivered < 300);
     assert!(!sim.qb.is_empty(), "b transmitted the whole time");
     assert_eq!(sim.cb.got[1], sent);
+}
+
+/// Defect 4, first half. §4.7.4: NUM_RETRY += 1 on *every* entry into
+/// REQ. The link-up entry counts: its Retry_Req_Set carries NUM_RETRY 1,
+/// and with a silent peer RETRAIN comes after NUM_RETRY_THRESHOLD (15)
+/// entries in all, i.e. after 14 WAIT timeouts.
+#[test]
+fn the_link_up_entry_into_req_counts_toward_the_threshold() {
+    let mut sim = Sim::new(cfg(), cfg(), 512, 512, 1);
+    let mut q = Queues::default();
+    let mut out = vec![0u8; 4096];
+    sim.a.link_up(0);
+    assert_eq!(sim.a.num_retry(), 1);
+    sim.a.poll_transmit(0, &mut out, &mut q);
+    let (req, _) = ControlBlock::decode(Mode::Crc, &out[20..40]).unwrap();
+    assert!(matches!(
+        req,
+        ControlBlock::RetryReq(RetryReq { num_retry: 1, .. })
+    ));
+    let mut timeouts = 0;
+    while sim.a.retry_req_state() != RetryReqState::Retrain {
+        assert!(timeouts < 100);
+        let d = sim.a.poll_timeout().unwrap();
+        sim.a.handle_timeout(d);
+        timeouts += 1;
+        sim.a.poll_transmit(d, &mut out, &mut q);
+    }
+    assert_eq!(timeouts, 14);
+}
+
+/// Defect 4, first half, after a mode switch: the entry into REQ that
+/// realigns the pointers in the new mode counts too.
+#[test]
+fn the_mode_switch_entry_into_req_counts_toward_the_threshold() {
+    let mut sim = up_pair();
+    assert_eq!(sim.a.num_retry(), 0);
+    sim.a.request_mode_change().unwrap();
+    sim.run_while(100_000, |s| s.a.mode() == Mode::Crc);
+    assert_eq!(sim.a.mode(), Mode::NonCrc);
+    assert_eq!(sim.a.num_retry(), 1);
+}
+
+/// Defect 4, second half. Two Retry_Req_Sets with the same (RcvPtr,
+/// NUM_RETRY, NUM_PHY_REINIT) — the requester's RcvPtr moved by a whole
+/// buffer depth between them — the second one's Retry_Idle damaged: each
+/// set is answered exactly once, although nothing but the set's position
+/// tells them apart.
+#[test]
+fn a_new_retry_req_set_whose_retry_idle_was_lost_is_answered() {
+    let mut sim = up_pair();
+    let now = sim.now;
+    let mut q = Queues::default();
+    let mut out = vec![0u8; 8192];
+    let mut sink = Collector::default();
+    let req = flit(ControlBlock::RetryReq(RetryReq {
+        rcv_ptr: sim.a.retry_buffer().wr_ptr(),
+        num_phy_reinit: 0,
+        num_retry: 1,
+    }));
+    let before = sim.a.counters().retry_ack_sets;
+    for (set, idle) in [flit(ControlBlock::RetryIdle), bad_flit()]
+        .into_iter()
+        .enumerate()
+    {
+        sim.a.handle_receive(now, &idle, &mut sink);
+        for _ in 0..32 {
+            sim.a.handle_receive(now, &req, &mut sink);
+            sim.a.poll_transmit(now, &mut out, &mut q);
+        }
+        assert_eq!(
+            sim.a.counters().retry_ack_sets,
+            before + set as u64 + 1,
+            "set {set}"
+        );
+    }
 }

@@ -641,7 +641,8 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
     /// The PHY retrained after [`Event::ModeChangeRetrain`] (raised by
     /// either end: the retrain is link-wide, so call this on both ends):
     /// the new mode takes effect, the held control blocks are re-sealed
-    /// for it, and the retry pointers are realigned with a Retry_Req_Set.
+    /// for it, and the retry pointers are realigned with a Retry_Req_Set
+    /// (an entry into REQ, counted like every other).
     /// A port that has sent its Block_Mode_Chg ACK switches even if the
     /// peer's ACK was lost: the peer only retrains after receiving ours.
     /// Ignored outside a mode switch.
@@ -656,8 +657,9 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         self.rx_partial_len = 0;
         self.rx_have = 0;
         self.now = now;
-        self.req.start_uncounted(self.tracer);
         self.event(Event::ModeChanged(mode));
+        let entered = self.req.enter_req(self.tracer);
+        self.entered(entered);
     }
 
     /// Every timer's deadline (see [`TimerTable`]).
@@ -746,9 +748,9 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
     // ----- PHY and management inputs ------------------------------------
 
     /// PHY LinkUp = 1: leave DLL_Disabled for DLL_Param_Init and start the
-    /// retry alignment (RETRY_REQ_SM enters REQ: a Retry_Req_Set is sent
-    /// until a Retry_Ack_Set arrives). Ignored while RETRY_REQ_SM is in
-    /// ERROR.
+    /// retry alignment (RETRY_REQ_SM enters REQ, counted: a Retry_Req_Set
+    /// is sent until a Retry_Ack_Set arrives). Ignored while RETRY_REQ_SM
+    /// is in ERROR.
     pub fn link_up(&mut self, now: u64) {
         self.now = now;
         if self.dll.state() != DllState::Disabled || self.req.state() == RetryReqState::Error {
@@ -756,7 +758,8 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         }
         self.init.start(self.tracer);
         self.sync_dll();
-        self.req.start_uncounted(self.tracer);
+        let entered = self.req.enter_req(self.tracer);
+        self.entered(entered);
     }
 
     /// PHY LinkUp = 0 (§4.8.4): a partially delivered DLLDP is completed
@@ -1384,7 +1387,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         let at = self.counters.rx_flits;
         match cb {
             ControlBlock::RetryIdle => self.ack.retry_idle(),
-            ControlBlock::RetryReq(r) => self.on_retry_req(r),
+            ControlBlock::RetryReq(r) => self.on_retry_req(r, at),
             ControlBlock::RetryAck(a) => {
                 match self.req.retry_ack(a.rd_ptr, flit, at, self.tracer) {
                     AckVerdict::Resumed => self.rx_have = 0,
@@ -1398,9 +1401,9 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         }
     }
 
-    fn on_retry_req(&mut self, r: &RetryReq) {
+    fn on_retry_req(&mut self, r: &RetryReq, at: u64) {
         let key = (r.rcv_ptr, r.num_retry, r.num_phy_reinit);
-        if !self.ack.new_set(key) {
+        if !self.ack.new_set(key, at) {
             return; // Another block of a set already acted on.
         }
         if self.retry.start_retransmit(r.rcv_ptr).is_err() {

@@ -14,6 +14,7 @@
 //! once (`link.rst`, "Recognising retry sets").
 
 use super::trace::{emit, Machine, Tracer};
+use super::RETRY_SET_BLOCKS;
 
 /// RETRY_ACK_SM state (sender side).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,13 +64,21 @@ impl AckSm {
     }
 }
 
+/// The Retry_Req_Set acted on last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct SetSeen {
+    /// (RcvPtr, NUM_RETRY, NUM_PHY_REINIT).
+    key: (u16, u8, u8),
+    /// Receive-flit position of the copy acted on.
+    at: u64,
+}
+
 /// RETRY_ACK_SM and the Retry_Req_Set recogniser; [`RetryAck::transition`]
 /// is the only writer of the state.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct RetryAck {
     sm: AckSm,
-    /// (RcvPtr, NUM_RETRY, NUM_PHY_REINIT) of the set acted on last.
-    last_set: Option<(u16, u8, u8)>,
+    last_set: Option<SetSeen>,
     idle_since_set: bool,
 }
 
@@ -97,15 +106,23 @@ impl RetryAck {
         self.idle_since_set = true;
     }
 
-    /// A good Retry_Req with `key`: `true` if it starts a new set (to be
-    /// answered), `false` for another copy of the set already acted on (the
-    /// same key and no Retry_Idle since).
-    pub(super) fn new_set(&mut self, key: (u16, u8, u8)) -> bool {
-        if !self.idle_since_set && self.last_set == Some(key) {
+    /// A good Retry_Req with `key` at receive-flit position `at`: `true`
+    /// if it starts a new set (to be answered), `false` for another copy
+    /// of the set already acted on. A copy is a block with the same key
+    /// within the set's 32 blocks of the one acted on, with no Retry_Idle
+    /// since: so a new set whose Retry_Idle was lost is still recognised
+    /// even when its key repeats the last one (RcvPtr moved by a multiple
+    /// of the depth).
+    pub(super) fn new_set(&mut self, key: (u16, u8, u8), at: u64) -> bool {
+        let copy = !self.idle_since_set
+            && self
+                .last_set
+                .is_some_and(|s| s.key == key && at.wrapping_sub(s.at) < RETRY_SET_BLOCKS as u64);
+        if copy {
             return false;
         }
         self.idle_since_set = false;
-        self.last_set = Some(key);
+        self.last_set = Some(SetSeen { key, at });
         true
     }
 

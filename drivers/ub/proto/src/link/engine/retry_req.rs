@@ -11,6 +11,9 @@
 //!          PHY retrained -> REQ
 //! ERROR: held until a management reset
 //! ```
+//!
+//! Every entry into REQ counts, the one at link up and after a mode
+//! switch included (`link.rst`, "Counting retries").
 
 use super::super::frame::FLIT_BYTES;
 use super::trace::{emit, Machine, Tracer};
@@ -176,7 +179,7 @@ impl RetryReq {
     }
 
     /// Entry into REQ (§4.7.4): after a CRC or FEC failure, a WAIT
-    /// timeout or a PHY retrain. NUM_RETRY += 1;
+    /// timeout, a PHY retrain, link up or a mode switch. NUM_RETRY += 1;
     /// at NUM_RETRY_THRESHOLD it restarts at 0 and RETRAIN is entered.
     pub(super) fn enter_req(&mut self, tracer: Option<Tracer>) -> Entered {
         self.num_retry = self.num_retry.saturating_add(1);
@@ -192,12 +195,6 @@ impl RetryReq {
                 to: RetryReqState::Req,
             }
         }
-    }
-
-    /// Link up or a mode switch: REQ without counting (the entry that
-    /// starts the retry alignment).
-    pub(super) fn start_uncounted(&mut self, tracer: Option<Tracer>) {
-        self.transition(ReqSm::Req, "§4.7.4", tracer);
     }
 
     /// Entry into RETRAIN (§4.7.4): NUM_PHY_REINIT += 1; at
