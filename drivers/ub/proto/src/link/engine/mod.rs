@@ -1490,6 +1490,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
     fn returnable(&self, vl: usize) -> bool {
         let k = self
             .neg
+            .as_ref()
             .and_then(|n| n.ctrl_credit_grain.get(vl).copied())
             .unwrap_or(1);
         self.rx_credits.pending(vl) >= u32::from(k.max(1))
