@@ -7,7 +7,7 @@
 //! Init Block arrives as the negotiation result. Both done: `Credits`,
 //! which announces the initial credits in Crd_Ack(T=1) blocks, the last
 //! with SD=1. Own SD sent and peer's SD received: `Done`. The DLL state is
-//! the projection [`InitStep::dll_state`] of this machine.
+//! the projection `InitStep::dll_state` of this machine.
 
 use super::super::frame::MAX_VLS;
 use super::dll::DllState;

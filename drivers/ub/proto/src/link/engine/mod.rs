@@ -76,7 +76,7 @@ pub const RETRY_SET_FLITS: usize = RETRY_SET_BLOCKS + 1;
 /// Smallest lock-out threshold: a block may only be sent if this many
 /// flits stay free after it, so a poke (NOB) and a Crd_Ack always fit.
 pub const MIN_LOCKOUT_THRESHOLD: u16 = 4;
-/// Largest single output of [`Link::transmit`]: `out` must hold at least
+/// Largest single output of [`Link::poll_transmit`]: `out` must hold at least
 /// this many bytes for every block to fit.
 pub const MIN_TX_BUFFER: usize = MAX_BLOCK_BYTES + 13 * FLIT_BYTES;
 
@@ -691,7 +691,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
             .map(|t| t.saturating_add(self.cfg.credit_return_delay_ns))
     }
 
-    /// When a lock-out poke becomes due (see [`Link::transmit`]).
+    /// When a lock-out poke becomes due (see [`Link::poll_transmit`]).
     fn poke_deadline(&self) -> Option<u64> {
         if self.lockout_blocked && self.poke_armed && self.retry.used() > 0 {
             Some(
