@@ -1749,17 +1749,23 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
             crd_num = counts;
             done = last;
         } else {
+            let mut still_due = false;
             for (vl, slot) in crd_num.iter_mut().enumerate() {
                 let k = u32::from(neg.ctrl_credit_grain.get(vl).copied().unwrap_or(1).max(1));
-                let n = (self.rx_credits.pending(vl) / k).min(63);
+                let pending = self.rx_credits.pending(vl);
+                let n = (pending / k).min(63);
                 self.rx_credits.returned(vl, n * k);
                 self.counters.credits_returned = self
                     .counters
                     .credits_returned
                     .wrapping_add(u64::from(n * k));
                 *slot = n as u8;
+                still_due |= pending - n * k >= k;
             }
-            self.credits_returned();
+            if !still_due {
+                // Nothing returnable is left: the credit-return delay stops.
+                self.credit_due_since = None;
+            }
         }
         let cb = ControlBlock::CrdAck(CrdAck {
             initial,
