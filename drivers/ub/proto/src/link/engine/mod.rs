@@ -1521,12 +1521,10 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
     }
 
     fn next_block(&mut self, now: u64, out: &mut [u8], src: &mut impl TxSource) -> usize {
+        let req = self.req.state();
         if self.dll.state() == DllState::Disabled
             || self.mc.retraining()
-            || matches!(
-                self.req.state(),
-                RetryReqState::Retrain | RetryReqState::Error
-            )
+            || matches!(req, RetryReqState::Retrain | RetryReqState::Error)
         {
             return 0;
         }
@@ -1544,7 +1542,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
             }
             return n;
         }
-        if self.req.state() == RetryReqState::Req {
+        if req == RetryReqState::Req {
             let req = ControlBlock::RetryReq(RetryReq {
                 rcv_ptr: self.req.rcv_ptr(),
                 num_phy_reinit: self.req.num_phy_reinit(),
@@ -1575,8 +1573,8 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         self.lockout_blocked = false;
         self.out_full = false;
         // The Init Block goes out once the retry alignment is done.
-        if *self.init.step() == (InitStep::Params { sent: false })
-            && self.req.state() == RetryReqState::Normal
+        if matches!(self.init.step(), InitStep::Params { sent: false })
+            && req == RetryReqState::Normal
         {
             return self.send_init(out);
         }

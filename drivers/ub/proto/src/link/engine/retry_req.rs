@@ -81,6 +81,7 @@ pub(super) enum ReqSm {
 }
 
 impl ReqSm {
+    #[inline]
     const fn public(&self) -> RetryReqState {
         match self {
             Self::Normal { .. } => RetryReqState::Normal,
@@ -143,28 +144,34 @@ impl RetryReq {
         }
     }
 
+    #[inline]
     pub(super) const fn state(&self) -> RetryReqState {
         self.sm.public()
     }
 
     /// NORMAL with no Retry_Ack_Set tail pending: blocks are parsed whole.
+    #[inline]
     pub(super) const fn is_receiving(&self) -> bool {
         matches!(self.sm, ReqSm::Normal { tail: None })
     }
 
+    #[inline]
     pub(super) const fn rcv_ptr(&self) -> u16 {
         self.rcv_ptr
     }
 
+    #[inline]
     pub(super) const fn num_retry(&self) -> u8 {
         self.num_retry
     }
 
+    #[inline]
     pub(super) const fn num_phy_reinit(&self) -> u8 {
         self.num_phy_reinit
     }
 
     /// The WAIT deadline, in the timer table.
+    #[inline]
     pub(super) const fn wait_deadline(&self) -> Option<u64> {
         match self.sm {
             ReqSm::Wait { deadline } => Some(deadline),
@@ -247,6 +254,7 @@ impl RetryReq {
     /// one more copy of the Retry_Ack_Set that ended WAIT, intact or
     /// damaged in at most [`ACK_COPY_MAX_DAMAGE`] bits, and so consumed.
     /// The first flit that is not ends the tail.
+    #[inline]
     pub(super) fn consume_ack_tail(
         &mut self,
         flit: &[u8; FLIT_BYTES],
@@ -274,10 +282,12 @@ impl RetryReq {
     /// A retried block of `flits` was accepted: RcvPtr advances modulo
     /// `modulus` (the peer's RETRY_BUF_DEPTH) and the retry counters clear
     /// (progress was made).
+    #[inline]
     pub(super) fn accept(&mut self, flits: usize, modulus: u32) {
         let m = modulus.max(1);
-        let flits = (flits as u32) % m;
-        self.rcv_ptr = ((u32::from(self.rcv_ptr) + flits) % m) as u16;
+        // RcvPtr < 2^16 and a block has at most 32 flits: no overflow.
+        let next = u32::from(self.rcv_ptr).saturating_add(flits as u32);
+        self.rcv_ptr = (next % m) as u16;
         self.num_retry = 0;
         self.num_phy_reinit = 0;
     }
