@@ -70,7 +70,7 @@ impl AckSm {
 struct SetSeen {
     /// (RcvPtr, NUM_RETRY, NUM_PHY_REINIT).
     key: (u16, u8, u8),
-    /// Receive-flit position of the copy acted on.
+    /// Stream position of the copy acted on (see `Link::rx_position`).
     at: u64,
 }
 

@@ -48,10 +48,12 @@ impl RetryReqState {
 }
 
 /// Most bits in which a flit may differ from the good Retry_Ack copy and
-/// still be taken for a damaged copy of the same set. Every other CRC-valid
-/// one-flit block differs from the copy in more bits (the CRC30 detects
-/// every error of up to 3 bits in a flit: `link_defects` checks all of
-/// them), so a real block is never swallowed.
+/// still be taken for a damaged copy of the same set, in CRC mode. Every
+/// other CRC-valid one-flit block differs from the copy in more bits (the
+/// CRC30 detects every error of up to 3 bits in a flit: `link_defects`
+/// checks all of them), so a real block is never swallowed. In non-CRC
+/// mode the PHY's FEC turns errors into lost flits and nothing bounds the
+/// distance between two blocks, so only exact copies are consumed there.
 pub const ACK_COPY_MAX_DAMAGE: u32 = 3;
 
 /// The rest of a Retry_Ack_Set after its first good copy (§4.7.3: the set
@@ -60,7 +62,7 @@ pub const ACK_COPY_MAX_DAMAGE: u32 = 3;
 pub(super) struct AckSetTail {
     /// The good copy.
     copy: [u8; FLIT_BYTES],
-    /// Receive-flit position of the good copy.
+    /// Stream position of the good copy (see `Link::rx_position`).
     at: u64,
 }
 
@@ -250,15 +252,17 @@ impl RetryReq {
         }
     }
 
-    /// In NORMAL right after WAIT: `true` if `flit` (at position `at`) is
-    /// one more copy of the Retry_Ack_Set that ended WAIT, intact or
-    /// damaged in at most [`ACK_COPY_MAX_DAMAGE`] bits, and so consumed.
-    /// The first flit that is not ends the tail.
+    /// In NORMAL right after WAIT: `true` if `flit` (at stream position
+    /// `at`) is one more copy of the Retry_Ack_Set that ended WAIT, intact
+    /// or damaged in at most `max_damage` bits ([`ACK_COPY_MAX_DAMAGE`] in
+    /// CRC mode, 0 in non-CRC mode), and so consumed. The first flit that
+    /// is not ends the tail.
     #[inline]
     pub(super) fn consume_ack_tail(
         &mut self,
         flit: &[u8; FLIT_BYTES],
         at: u64,
+        max_damage: u32,
         tracer: Option<Tracer>,
     ) -> bool {
         let ReqSm::Normal { tail: Some(t) } = self.sm else {
@@ -272,7 +276,7 @@ impl RetryReq {
             .zip(t.copy.iter())
             .map(|(a, b)| (a ^ b).count_ones())
             .sum();
-        if within && damage <= ACK_COPY_MAX_DAMAGE {
+        if within && damage <= max_damage {
             return true;
         }
         self.transition(ReqSm::Normal { tail: None }, "§4.7.3", tracer);
