@@ -405,8 +405,8 @@ fn summarize(tp: &[u8]) -> What {
 
 /// One TP channel: the sender at A, the receiver at B.
 struct Chan<'a> {
-    tx: RtpSender<'a>,
-    rx: RtpReceiver<'a>,
+    tx: RtpSender<&'a mut [TxSlot]>,
+    rx: RtpReceiver<&'a mut [u64], &'a mut [SlotMeta], &'a mut [u8]>,
     reasm: Reassembler,
     /// UDP source port (IP format) or LBF (CNA) of this member.
     lb: u16,
@@ -874,13 +874,13 @@ pub fn run(sc: Scenario) -> Report {
             sack_max: sc.sack_max,
             cc: sc.cetph,
         };
-        let tx = RtpSender::new(txc, &mut st.tx_slots).expect("sender config");
+        let tx = RtpSender::new(txc, &mut st.tx_slots[..]).expect("sender config");
         let rx = RtpReceiver::new(
             rxc,
             RxStorage {
-                bitmap: &mut st.bitmap,
-                meta: &mut st.meta,
-                data: &mut st.data,
+                bitmap: &mut st.bitmap[..],
+                meta: &mut st.meta[..],
+                data: &mut st.data[..],
             },
         )
         .expect("receiver config");
