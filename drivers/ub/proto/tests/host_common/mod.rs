@@ -88,8 +88,9 @@ impl Rng {
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
     }
-    pub fn chance(&mut self, p: f64) -> bool {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p && p > 0.0
+    /// True with probability `ppm` per million.
+    pub fn chance(&mut self, ppm: u32) -> bool {
+        self.next() % 1_000_000 < u64::from(ppm)
     }
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
@@ -237,6 +238,10 @@ pub struct Sent {
     pub dropped: bool,
 }
 
+/// A packet in flight: arrival time, sequence, destination side, port,
+/// LPH.CFG, bytes.
+type InFlight = (u64, u64, usize, u8, u8, Vec<u8>);
+
 /// Two endpoints and the network between them.
 pub struct Net {
     pub eps: [Ep; 2],
@@ -245,13 +250,14 @@ pub struct Net {
     pub now: u64,
     pub delay: u64,
     pub jitter: u64,
-    pub loss: f64,
-    pub dup: f64,
-    pub corrupt: f64,
+    /// Probabilities per million packets.
+    pub loss: u32,
+    pub dup: u32,
+    pub corrupt: u32,
     pub rng: Rng,
     pub filter: Option<Filter>,
     pub trace: Vec<Sent>,
-    q: BinaryHeap<Reverse<(u64, u64, usize, u8, u8, Vec<u8>)>>,
+    q: BinaryHeap<Reverse<InFlight>>,
     seq: u64,
     buf: Vec<u8>,
 }
@@ -265,9 +271,9 @@ impl Net {
             now: 0,
             delay: 2_000,
             jitter: 0,
-            loss: 0.0,
-            dup: 0.0,
-            corrupt: 0.0,
+            loss: 0,
+            dup: 0,
+            corrupt: 0,
             rng: Rng(1),
             filter: None,
             trace: Vec::new(),
