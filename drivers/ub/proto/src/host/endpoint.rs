@@ -9,7 +9,7 @@ use super::super::net::nth::{
 };
 use super::super::net::route::{select_port, FlowKey, RouteEntry, RouteTable};
 use super::super::net::{Error, PacketClass, RoutingType};
-use super::super::transport::cc::CcConfig;
+use super::super::transport::cc::{CcConfig, CcState};
 use super::super::transport::cm::{
     cc_code, ChannelState, CmKind, CmMsg, CmSession, CmState, CM_MSG_LEN,
 };
@@ -18,9 +18,11 @@ use super::super::transport::hdr::{
 };
 use super::super::transport::msg::{strip, Reassembler, Segment};
 use super::super::transport::psn::Psn;
-use super::super::transport::rx::{RtpReceiver, RxConfig, RxMode, RxStorage, RxVerdict, SlotMeta};
+use super::super::transport::rx::{
+    RtpReceiver, RxConfig, RxMode, RxStats, RxStorage, RxVerdict, SlotMeta,
+};
 use super::super::transport::tpg::{spray_sport, TpGroup, TpgPolicy, MAX_MEMBERS};
-use super::super::transport::tx::{RtpSender, TxConfig, TxEvent, TxSlot};
+use super::super::transport::tx::{RtpSender, TxConfig, TxEvent, TxSlot, TxStats};
 use super::super::transport::RetransmitMode;
 use super::config::{Addr, ChannelConfig, ConfigError, EndpointConfig, LoadBalance};
 use super::{
@@ -498,9 +500,35 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
             k.cw = e.tx.cc().cw();
             k.inflight = e.tx.cc().inflight();
             k.outstanding = e.tx.outstanding();
+            k.max_outstanding = e.tx.stats().max_outstanding;
         }
         k.srtt_ns = c.srtt;
         Some(k)
+    }
+
+    /// Whether a message sent on channel `tpn` now would start being
+    /// segmented at the next `poll_transmit` (its queue is empty and its
+    /// sender free). Lets a caller that measures latency post just in time
+    /// instead of queueing ahead.
+    pub fn send_ready(&self, tpn: u32) -> bool {
+        self.chan(tpn).is_some_and(|c| {
+            c.accepts_sends() && c.q_len == 0 && c.eng.as_ref().is_none_or(|e| e.tx.can_post())
+        })
+    }
+
+    /// The sender engine's own counters of channel `tpn`.
+    pub fn sender_stats(&self, tpn: u32) -> Option<TxStats> {
+        Some(*self.chan(tpn)?.eng.as_ref()?.tx.stats())
+    }
+
+    /// The receiver engine's own counters of channel `tpn`.
+    pub fn receiver_stats(&self, tpn: u32) -> Option<RxStats> {
+        Some(*self.chan(tpn)?.eng.as_ref()?.rx.stats())
+    }
+
+    /// The congestion state of channel `tpn`'s sender.
+    pub fn congestion(&self, tpn: u32) -> Option<CcState> {
+        Some(*self.chan(tpn)?.eng.as_ref()?.tx.cc())
     }
 
     /// Allocates a channel in the table (buffers included).

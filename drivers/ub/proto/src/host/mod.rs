@@ -370,6 +370,8 @@ pub struct ChannelCounters {
     pub inflight: u32,
     /// Unacknowledged packets.
     pub outstanding: u32,
+    /// Largest number of unacknowledged packets so far.
+    pub max_outstanding: u32,
     /// Smoothed RTT, ns (0 before the first sample).
     pub srtt_ns: u64,
 }
