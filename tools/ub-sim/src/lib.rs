@@ -582,14 +582,14 @@ fn channel_config(sc: &Scenario, lb_key: u16, initial_psn: Option<u32>) -> Chann
     }
 }
 
-fn host_addr(sc: &Scenario, h: usize) -> Addr {
+pub(crate) fn host_addr(sc: &Scenario, h: usize) -> Addr {
     match sc.format {
         Format::Ipv4 => Addr::Ipv4([10, 0, 0, 1 + h as u8]),
         Format::Cna24 => Addr::Cna24(0x10 * (1 + h as u32)),
     }
 }
 
-fn endpoint(sc: &Scenario, h: usize, seed: u64) -> SimEndpoint {
+pub(crate) fn endpoint(sc: &Scenario, h: usize, seed: u64) -> SimEndpoint {
     let local = match host_addr(sc, h) {
         Addr::Ipv4(a) => LocalAddrs {
             ipv4: Some(a),
@@ -610,7 +610,7 @@ fn endpoint(sc: &Scenario, h: usize, seed: u64) -> SimEndpoint {
         max_channels: 64,
         max_routes: 1,
         max_groups: 1,
-        datagram_queue: 1,
+        datagram_queue: 4,
         cm: CmTiming {
             retry_ns: 200_000,
             max_tries: 60,
