@@ -229,3 +229,38 @@ fn a_peer_that_never_answers_fails_the_setup() {
         .count();
     assert_eq!(reqs, 5);
 }
+
+#[test]
+fn a_peer_that_restarts_and_opens_anew_resets_our_channel() {
+    let (mut net, _, _) = pair();
+    let ta = net.eps[0]
+        .connect(0, addr(1, false), 8, ChannelConfig::default_rtp())
+        .unwrap();
+    assert!(net.run_until(1_000_000, |n| rts(n, 0, ta) && n.incoming_tpn(1).is_some()));
+    // B restarts: a fresh endpoint (new random PSNs) opens the same key.
+    net.eps[1] = endpoint_seeded(1, Some(ChannelConfig::default_rtp()), Store::default(), 5);
+    let tb = net.eps[1]
+        .connect(net.now, addr(0, false), 8, ChannelConfig::default_rtp())
+        .unwrap();
+    assert!(net.run_until(net.now + 1_000_000, |n| n.has_event(0, |e| *e
+        == Event::ChannelError {
+            tpn: ta,
+            cause: ErrorCause::PeerReset
+        })));
+    // The new attempt is refused until A closes its dead channel.
+    assert!(net.run_until(net.now + 1_000_000, |n| n.eps[1].state(tb)
+        == Some(ChannelState::Err)));
+    net.eps[0].close(net.now, ta).unwrap();
+    assert!(net.run_until(net.now + 10_000_000, |n| n
+        .has_event(0, |e| *e == Event::Closed { tpn: ta })));
+    // B's failed attempt is closed too (A's DREQ may have done it, as it
+    // names the same TPN and key).
+    if net.eps[1].close(net.now, tb).is_ok() {
+        assert!(net.run_until(net.now + 10_000_000, |n| n
+            .has_event(1, |e| *e == Event::Closed { tpn: tb })));
+    }
+    let tb = net.eps[1]
+        .connect(net.now, addr(0, false), 8, ChannelConfig::default_rtp())
+        .unwrap();
+    assert!(net.run_until(net.now + 10_000_000, |n| rts(n, 1, tb)));
+}

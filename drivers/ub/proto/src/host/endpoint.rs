@@ -683,6 +683,7 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
 
     /// Forms a TP channel group over existing channels; returns its
     /// number. Messages sent to the group go whole to one member each.
+    /// Closing a member dissolves the group (its number is free again).
     pub fn create_group(&mut self, members: &[u32], policy: TpgPolicy) -> Result<u16, GroupError> {
         let n = u32::try_from(members.len()).map_err(|_| GroupError::Members)?;
         let tpg = TpGroup::new(n, policy).ok_or(GroupError::Members)?;
@@ -968,6 +969,21 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
                         c.cm = s;
                         c.after_cm();
                     }
+                } else if c.cm.peer_tpn() != m.src_tpn || c.cm.peer_psn() != m.psn {
+                    // A REQ for this key that is not a repeat of the one we
+                    // answered: the peer lost its end (it restarted) and
+                    // opens anew. Ours is dead; the new REQ is refused until
+                    // the user has closed the old channel.
+                    c.fail(ErrorCause::PeerReset);
+                    let rej = CmMsg {
+                        kind: CmKind::Rej,
+                        txn: m.txn,
+                        src_tpn: 0,
+                        dst_tpn: m.src_tpn,
+                        psn: Psn::new(0),
+                        params: m.params,
+                    };
+                    self.push_stateless(from, rej);
                 } else {
                     c.cm.handle_msg(now, m);
                     c.after_cm();

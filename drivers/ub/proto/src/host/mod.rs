@@ -144,6 +144,8 @@ pub enum ErrorCause {
     RetryLimit,
     /// The peer answered with an unrecoverable completer error.
     PeerError,
+    /// The peer opened the channel anew (it lost its end, e.g. restarted).
+    PeerReset,
     /// The peer refused the channel (REJ) or never answered the setup.
     SetupFailed,
     /// The peer broke the message stream (TPMSN or length mismatch).

@@ -212,7 +212,12 @@ pub fn ep_config(side: usize, accept: Option<ChannelConfig>) -> EndpointConfig {
 }
 
 pub fn endpoint(side: usize, accept: Option<ChannelConfig>, store: Store) -> Ep {
-    let mut e = Ep::new(ep_config(side, accept), store, Rng(side as u64 + 77)).unwrap();
+    endpoint_seeded(side, accept, store, side as u64 + 77)
+}
+
+/// An endpoint whose random source (initial PSNs) starts at `seed`.
+pub fn endpoint_seeded(side: usize, accept: Option<ChannelConfig>, store: Store, seed: u64) -> Ep {
+    let mut e = Ep::new(ep_config(side, accept), store, Rng(seed)).unwrap();
     for width in [16u8, 24, 32] {
         e.add_route(RouteEntry {
             prefix: 0,
