@@ -396,3 +396,42 @@ fn counters_show_each_layer() {
         assert_eq!(a.cw, u32::MAX, "no congestion control");
     }
 }
+
+#[test]
+fn rtp_and_utp_over_ipv6() {
+    let ip6 = |h: u8| {
+        let mut a = [0u8; 16];
+        a[0] = 0xfd;
+        a[15] = h;
+        a
+    };
+    let c = cfg(RetransmitMode::Selective, true);
+    let mk = |side: usize| {
+        let mut cfg6 = ep_config(side, Some(c));
+        cfg6.local.ipv6 = Some(ip6(side as u8 + 1));
+        let mut e = Ep::new(cfg6, Store::default(), Rng(side as u64)).unwrap();
+        e.add_route(ub_proto::net::route::RouteEntry {
+            prefix: 0,
+            prefix_len: 0,
+            width: 128,
+            ports: 1,
+            shortest: 0,
+        })
+        .unwrap();
+        e
+    };
+    let mut net = Net::new(mk(0), mk(1));
+    net.loss = 20_000;
+    let ta = net.eps[0].connect(0, Addr::Ipv6(ip6(2)), 6, c).unwrap();
+    net.eps[0].send(ta, 1, 300_000).unwrap();
+    net.eps[0]
+        .send_datagram(DatagramKind::Utp, Addr::Ipv6(ip6(2)), 2, 500)
+        .unwrap();
+    assert!(net.run_until(1_000_000_000, |n| n.acked(0) == 1));
+    let tb = net.incoming_tpn(1).unwrap();
+    check_delivery(&net, 1, tb, &[(1, 300_000)]);
+    assert!(net
+        .trace
+        .iter()
+        .all(|s| s.tx.meta.class == ub_proto::net::PacketClass::Ipv6));
+}
