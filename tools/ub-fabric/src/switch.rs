@@ -127,7 +127,7 @@ impl EnginePort {
     /// A port engine with `cfg`.
     pub fn new(cfg: LinkConfig) -> Option<Self> {
         Some(Self {
-            link: Link::new(cfg, vec![RetrySlot::EMPTY; RETRY_DEPTH])?,
+            link: Link::new(cfg, vec![RetrySlot::EMPTY; RETRY_DEPTH]).ok()?,
             retrain: false,
             rx: Reassembler::default(),
         })

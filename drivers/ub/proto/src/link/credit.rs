@@ -32,6 +32,8 @@ pub struct TxCredits {
     initial_total: u32,
     /// Order in which returns top up reserved pools (sharing mode).
     order: [u8; MAX_VLS],
+    /// Sharing mode: cells the reserves must leave in SHARE_CRD.
+    keep_shared: u32,
 }
 
 impl Default for TxCredits {
@@ -63,7 +65,18 @@ impl TxCredits {
             initial: [0; MAX_VLS],
             initial_total: 0,
             order,
+            keep_shared: 0,
         }
+    }
+
+    /// Sharing mode: the reserves leave at least `cells` in SHARE_CRD
+    /// (as far as the total allows). With `cells` the cost of the largest
+    /// DLLDP, every enabled VL can send one whenever its credits are home:
+    /// its reserve plus SHARE_CRD then covers it, whatever the reserves of
+    /// the other VLs.
+    pub const fn keep_shared(mut self, cells: u32) -> Self {
+        self.keep_shared = cells;
+        self
     }
 
     /// `true` in sharing mode.
@@ -82,20 +95,25 @@ impl TxCredits {
     /// Ends credit initialisation: exclusive mode gives each VL its
     /// initial credits; sharing mode pools everything and carves out each
     /// VL's reserved portion (in the configured order, as far as the total
-    /// allows); the rest is SHARE_CRD.
+    /// minus [`TxCredits::keep_shared`] allows; a reserve cut short stays
+    /// that size, so returns refill it only that far); the rest is
+    /// SHARE_CRD.
     pub fn finish_init(&mut self) {
         if self.sharing {
-            let mut left = self.initial_total;
+            let mut left = self.initial_total.saturating_sub(self.keep_shared);
+            let mut carved = 0u32;
             self.credits = [0; MAX_VLS];
             for &vl in &self.order {
                 let vl = usize::from(vl);
-                if let (Some(c), Some(&r)) = (self.credits.get_mut(vl), self.reserve.get(vl)) {
-                    let take = r.min(left);
+                if let (Some(c), Some(r)) = (self.credits.get_mut(vl), self.reserve.get_mut(vl)) {
+                    let take = (*r).min(left);
                     *c = take;
+                    *r = take;
                     left -= take;
+                    carved = carved.saturating_add(take);
                 }
             }
-            self.shared = left;
+            self.shared = self.initial_total.saturating_sub(carved);
         } else {
             self.credits = self.initial;
         }

@@ -6,8 +6,9 @@
 //! - [`ctrl`]: every DLLCB, the Init Block and its negotiation.
 //! - [`credit`]: credit flow control per VL (exclusive and sharing modes).
 //! - [`retry`]: the retry buffer and its pointers.
-//! - [`engine`]: [`Link`], one end of a link: the DLL state machine,
-//!   RETRY_REQ_SM / RETRY_ACK_SM, credit and ACK returns, counters.
+//! - [`engine`]: [`Link`], one end of a link, and its state machines, one
+//!   module each: DLL state, Init exchange, RETRY_REQ_SM, RETRY_ACK_SM,
+//!   Block_Mode_Chg; credit and ACK returns, timers, counters.
 //!
 //! Design notes and every choice the specification leaves open are in
 //! `Documentation/ub/link.rst`.
@@ -23,8 +24,8 @@ pub mod retry;
 
 pub use ctrl::{ControlBlock, InitParams, Negotiated};
 pub use engine::{
-    Counters, Delivery, DllState, Event, Link, LinkConfig, RetryAckState, RetryReqState, RxSink,
-    TxPacket, TxSource,
+    Counters, Delivery, DllState, Event, Link, LinkConfig, LinkSetupError, RetryAckState,
+    RetryReqState, RxSink, TxPacket, TxSource,
 };
 pub use frame::{Flit, Mode, FLIT_BYTES};
 pub use retry::RetrySlot;

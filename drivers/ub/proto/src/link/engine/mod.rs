@@ -2,12 +2,36 @@
 //! The data link engine: one end of a UB link (UB spec §4.2, §4.6, §4.7,
 //! §4.8.4).
 //!
-//! Sans-I/O. Inputs: received bytes ([`Link::receive`]), PHY indications
-//! ([`Link::link_up`], [`Link::link_down`], [`Link::receive_error`],
-//! [`Link::phy_retrained`]), the time (`now`, nanoseconds) and the packets
-//! of a [`TxSource`]. Outputs: whole blocks to transmit
-//! ([`Link::transmit`]), deliveries to an [`RxSink`], [`Event`]s and a
-//! timer deadline ([`Link::poll_timeout`]).
+//! Sans-I/O. Inputs (`handle_*` and the PHY indications): received bytes
+//! ([`Link::handle_receive`]), lost flits ([`Link::receive_error`]),
+//! [`Link::link_up`], [`Link::link_down`], [`Link::phy_retrained`], the
+//! time ([`Link::handle_timeout`], `now` in nanoseconds) and the packets of
+//! a [`TxSource`]. Outputs (`poll_*`): whole blocks to transmit
+//! ([`Link::poll_transmit`]), deliveries to an [`RxSink`], [`Event`]s
+//! ([`Link::poll_event`]) and the next deadline ([`Link::poll_timeout`]).
+//!
+//! Each state machine is a module whose enum carries its states' data and
+//! whose one transition function is the only writer of the state, traced
+//! `from → to` with its spec section ([`Link::set_tracer`]):
+//!
+//! - [`dll`]: DLL state (§4.2, §4.8.4);
+//! - [`init`]: Init Block and initial-credit exchange (§4.3.3.9, §4.4, §4.6);
+//! - [`retry_req`]: RETRY_REQ_SM (§4.7.4);
+//! - [`retry_ack`]: RETRY_ACK_SM (§4.7.4);
+//! - [`mode_change`]: Block_Mode_Chg handshake (§4.3.3.8).
+//!
+//! The timers are listed in one [`TimerTable`] ([`timers`]); the event
+//! queue's drain contract is on [`EventRing`] ([`events`]). This module
+//! holds what the machines share: framing in and out, credits, ACKs and
+//! the retry buffer.
+//!
+//! # Call order
+//!
+//! After [`Link::new`]: `link_up` when the PHY reports LinkUp; then, in
+//! any order and as often as the driver likes, `handle_receive` for each
+//! chunk of received bytes, `poll_transmit` whenever the PHY can take
+//! data, and `handle_timeout` once `poll_timeout`'s deadline is reached;
+//! drain `poll_event` after each of these calls.
 
 use core::ops::DerefMut;
 
@@ -19,9 +43,31 @@ use super::ctrl::{
 use super::frame::{
     cells_for_buffer, check_block, dlldb_payload, encode_dlldb, header_cfg, is_dlldp_cfg,
     max_payload, FrameError, Layout, Lbh, Lch, Lph, Mode, FLIT_BYTES, MAX_BLOCK_BYTES,
-    MAX_BLOCK_FLITS, MAX_VLS,
+    MAX_BLOCK_FLITS, MAX_DLLDP_FLITS, MAX_VLS,
 };
 use super::retry::{RetryBuffer, RetryError, RetrySlot};
+
+pub mod dll;
+pub mod events;
+pub mod init;
+pub mod mode_change;
+pub mod retry_ack;
+pub mod retry_req;
+pub mod timers;
+pub mod trace;
+
+pub use dll::DllState;
+pub use events::{EventRing, EVENT_SLOTS};
+pub use retry_ack::RetryAckState;
+pub use retry_req::{RetryReqState, ACK_COPY_MAX_DAMAGE};
+pub use timers::{Timer, TimerTable};
+pub use trace::{Machine, Tracer, Transition};
+
+use dll::Dll;
+use init::{InitExchange, InitStep};
+use mode_change::{ModeChange, ModeChangeSm};
+use retry_ack::RetryAck as RetryAckSm;
+use retry_req::{AckVerdict, Entered, RetryReq as RetryReqSm};
 
 /// Blocks in a retry set after its Retry_Idle.
 pub const RETRY_SET_BLOCKS: usize = 32;
@@ -30,46 +76,9 @@ pub const RETRY_SET_FLITS: usize = RETRY_SET_BLOCKS + 1;
 /// Smallest lock-out threshold: a block may only be sent if this many
 /// flits stay free after it, so a poke (NOB) and a Crd_Ack always fit.
 pub const MIN_LOCKOUT_THRESHOLD: u16 = 4;
-/// Largest single output of [`Link::transmit`]: `out` must hold at least
+/// Largest single output of [`Link::poll_transmit`]: `out` must hold at least
 /// this many bytes for every block to fit.
 pub const MIN_TX_BUFFER: usize = MAX_BLOCK_BYTES + 13 * FLIT_BYTES;
-
-/// DLL state (§4.2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DllState {
-    /// PHY down or after reset.
-    Disabled,
-    /// Retry alignment and Init Block exchange.
-    ParamInit,
-    /// Initial credit exchange.
-    CreditInit,
-    /// DLLDPs flow (DLL_Status_Up).
-    Normal,
-}
-
-/// RETRY_REQ_SM state (receiver side, §4.7.4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RetryReqState {
-    /// Receiving normally.
-    Normal,
-    /// A Retry_Req_Set is to be sent.
-    Req,
-    /// Waiting for the Retry_Ack_Set.
-    Wait,
-    /// Waiting for the PHY to retrain.
-    Retrain,
-    /// Retry failed for good; held until [`Link::reset`].
-    Error,
-}
-
-/// RETRY_ACK_SM state (sender side).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RetryAckState {
-    /// Sending normally.
-    Normal,
-    /// Answering a Retry_Req_Set: Retry_Ack_Set, then retransmission.
-    Ack,
-}
 
 /// Protocol errors reported by the engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,19 +128,6 @@ pub enum Event {
     /// The retry buffer held a DLLDP at a mode switch (cannot be
     /// converted); the link needs a reset.
     ModeChangeFailed,
-}
-
-/// Progress of a Block_Mode_Chg handshake (§4.3.3.8).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct ModeChange {
-    active: bool,
-    to_non_crc: bool,
-    req_sent: bool,
-    peer_req: bool,
-    flushed: bool,
-    ack_sent: bool,
-    peer_ack: bool,
-    retraining: bool,
 }
 
 /// Per-link counters (monotonic, wrapping).
@@ -198,6 +194,12 @@ pub struct Counters {
     pub lockouts: u64,
     /// Protocol and overflow errors.
     pub errors: u64,
+    /// Events dropped because the event queue was full (see
+    /// [`EventRing`]).
+    pub events_dropped: u64,
+    /// Crd_Acks forced because owed credits waited
+    /// `credit_return_delay_ns`.
+    pub credit_return_delays: u64,
 }
 
 /// Engine configuration.
@@ -223,6 +225,11 @@ pub struct LinkConfig {
     pub credit_return_threshold: u32,
     /// Credit-return timeout (ns) while a packet waits for credit.
     pub credit_timeout_ns: u64,
+    /// Longest time (ns) credits this port owes the peer may wait before
+    /// a Crd_Ack returns them, whatever the count: the bound in time next
+    /// to `credit_return_threshold`'s bound in count, so a VL whose grant
+    /// is below the threshold is never starved by a busy transmitter.
+    pub credit_return_delay_ns: u64,
     /// WAIT timeout (ns), 1 µs to 10 s.
     pub wait_timeout_ns: u64,
     /// NUM_RETRY_THRESHOLD.
@@ -271,6 +278,7 @@ impl Default for LinkConfig {
             rx_buffer_bytes: 1 << 20,
             credit_return_threshold: 256,
             credit_timeout_ns: 100_000_000,
+            credit_return_delay_ns: 10_000,
             wait_timeout_ns: 10_000,
             num_retry_threshold: 15,
             num_phy_reinit_threshold: 4,
@@ -343,6 +351,16 @@ impl RxSink for NullSink {
     fn deliver(&mut self, _piece: &Delivery<'_>) {}
 }
 
+/// Why [`Link::new`] refused to build an engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkSetupError {
+    /// The retry buffer has fewer than [`super::retry::MIN_RETRY_DEPTH`] slots.
+    RetryBufferTooSmall {
+        /// Slots given.
+        slots: usize,
+    },
+}
+
 /// Why a control request was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CtrlRequestError {
@@ -351,8 +369,6 @@ pub enum CtrlRequestError {
     /// A control block is already waiting.
     Busy,
 }
-
-const EVENT_SLOTS: usize = 16;
 
 #[derive(Clone, Copy, Debug)]
 struct TxCur {
@@ -428,34 +444,26 @@ enum RxHdr {
 #[derive(Clone, Debug)]
 pub struct Link<S> {
     cfg: LinkConfig,
-    state: DllState,
-    req_sm: RetryReqState,
-    ack_sm: RetryAckState,
+    dll: Dll,
+    init: InitExchange,
+    req: RetryReqSm,
+    ack: RetryAckSm,
+    mc: ModeChangeSm,
     retry: RetryBuffer<S>,
     neg: Option<Negotiated>,
     counters: Counters,
-    events: [Option<Event>; EVENT_SLOTS],
-    ev_head: usize,
-    ev_len: usize,
+    events: EventRing,
+    tracer: Option<Tracer>,
     // Transmit side.
     tx_credits: TxCredits,
     tx_cur: Option<TxCur>,
     vl_rr: u8,
     crd_rr: u8,
     since_header: u32,
-    send_ack_set: bool,
-    ack_set_num_retry: u8,
-    last_req_key: Option<(u16, u8, u8)>,
-    idle_since_req: bool,
-    init_sent: bool,
-    crd_init_left: [u32; MAX_VLS],
-    sd_sent: bool,
-    peer_sd: bool,
     pending_ctrl: Option<ControlBlock>,
     stalled: bool,
     lockout_blocked: bool,
     out_full: bool,
-    mc: ModeChange,
     poke_armed: bool,
     now: u64,
     last_release: u64,
@@ -469,21 +477,22 @@ pub struct Link<S> {
     rx_block_deadline: u64,
     rx_hdr: RxHdr,
     rx_pkt: Option<RxPkt>,
-    rcv_ptr: u16,
-    num_retry: u8,
-    num_phy_reinit: u8,
-    wait_deadline: Option<u64>,
     rx_credits: RxCredits,
+    /// Since when credits returnable in a Crd_Ack are owed to the peer.
+    credit_due_since: Option<u64>,
     owed_acks: u32,
     owed_pure: u32,
     since_ack: u32,
 }
 
 impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
-    /// An engine in DLL_Disabled. Returns `None` if the retry buffer is
-    /// smaller than [`super::retry::MIN_RETRY_DEPTH`].
-    pub fn new(cfg: LinkConfig, retry_storage: S) -> Option<Self> {
-        let retry = RetryBuffer::new(retry_storage)?;
+    /// An engine in DLL_Disabled, or
+    /// [`LinkSetupError::RetryBufferTooSmall`] if the retry buffer has
+    /// fewer than [`super::retry::MIN_RETRY_DEPTH`] slots.
+    pub fn new(cfg: LinkConfig, retry_storage: S) -> Result<Self, LinkSetupError> {
+        let slots = retry_storage.len();
+        let retry =
+            RetryBuffer::new(retry_storage).ok_or(LinkSetupError::RetryBufferTooSmall { slots })?;
         let mut cfg = cfg;
         cfg.caps.retry_buf_depth = retry.depth();
         // Room for the largest block, one unacknowledged ACK-only Crd_Ack
@@ -493,35 +502,31 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         cfg.num_retry_threshold = cfg.num_retry_threshold.max(1);
         cfg.num_phy_reinit_threshold = cfg.num_phy_reinit_threshold.max(1);
         cfg.wait_timeout_ns = cfg.wait_timeout_ns.clamp(1_000, 10_000_000_000);
-        Some(Self {
+        Ok(Self {
             cfg,
-            state: DllState::Disabled,
-            req_sm: RetryReqState::Normal,
-            ack_sm: RetryAckState::Normal,
+            dll: Dll::new(),
+            init: InitExchange::new(),
+            req: RetryReqSm::new(
+                cfg.num_retry_threshold,
+                cfg.num_phy_reinit_threshold,
+                cfg.wait_timeout_ns,
+            ),
+            ack: RetryAckSm::new(),
+            mc: ModeChangeSm::new(),
             retry,
             neg: None,
             counters: Counters::default(),
-            events: [None; EVENT_SLOTS],
-            ev_head: 0,
-            ev_len: 0,
+            events: EventRing::new(),
+            tracer: None,
             tx_credits: TxCredits::default(),
             tx_cur: None,
             vl_rr: 0,
             crd_rr: 0,
             since_header: u32::MAX,
-            send_ack_set: false,
-            ack_set_num_retry: 0,
-            last_req_key: None,
-            idle_since_req: true,
-            init_sent: false,
-            crd_init_left: [0; MAX_VLS],
-            sd_sent: false,
-            peer_sd: false,
             pending_ctrl: None,
             stalled: false,
             lockout_blocked: false,
             out_full: false,
-            mc: ModeChange::default(),
             poke_armed: true,
             now: 0,
             last_release: 0,
@@ -534,34 +539,37 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
             rx_block_deadline: 0,
             rx_hdr: RxHdr::Ctrl,
             rx_pkt: None,
-            rcv_ptr: 0,
-            num_retry: 0,
-            num_phy_reinit: 0,
-            wait_deadline: None,
             rx_credits: RxCredits::default(),
+            credit_due_since: None,
             owed_acks: 0,
             owed_pure: 0,
             since_ack: 0,
         })
     }
 
+    /// Calls `tracer` on every state transition of every machine (`None`
+    /// stops tracing).
+    pub fn set_tracer(&mut self, tracer: Option<Tracer>) {
+        self.tracer = tracer;
+    }
+
     // ----- Observation -------------------------------------------------
 
     /// The DLL state.
     pub const fn state(&self) -> DllState {
-        self.state
+        self.dll.state()
     }
     /// `true` in DLL_Normal (DLL_Status_Up).
     pub fn is_up(&self) -> bool {
-        self.state == DllState::Normal
+        self.dll.state() == DllState::Normal
     }
     /// RETRY_REQ_SM state.
     pub const fn retry_req_state(&self) -> RetryReqState {
-        self.req_sm
+        self.req.state()
     }
     /// RETRY_ACK_SM state.
     pub const fn retry_ack_state(&self) -> RetryAckState {
-        self.ack_sm
+        self.ack.state()
     }
     /// The negotiated parameters, once the peer's Init Block arrived.
     pub const fn negotiated(&self) -> Option<&Negotiated> {
@@ -585,15 +593,15 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
     }
     /// RcvPtr.
     pub const fn rcv_ptr(&self) -> u16 {
-        self.rcv_ptr
+        self.req.rcv_ptr()
     }
     /// NUM_RETRY.
     pub const fn num_retry(&self) -> u8 {
-        self.num_retry
+        self.req.num_retry()
     }
     /// NUM_PHY_REINIT.
     pub const fn num_phy_reinit(&self) -> u8 {
-        self.num_phy_reinit
+        self.req.num_phy_reinit()
     }
     /// ACK flits owed to the peer.
     pub const fn owed_acks(&self) -> u32 {
@@ -607,7 +615,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
     /// `true` while the network layer must hold back (a VL's pending
     /// credit return reached its threshold, or the link is not up).
     pub fn backpressured(&self) -> bool {
-        self.state != DllState::Normal || self.mc.active || self.credit_return_forced()
+        self.dll.state() != DllState::Normal || self.mc.active() || self.credit_return_forced()
     }
 
     /// The encapsulation mode in use.
@@ -621,66 +629,69 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
     /// exchanged REQ, flushed their ACKs in a Crd_Ack and exchanged ACK,
     /// [`Event::ModeChangeRetrain`] asks for the PHY retrain.
     pub fn request_mode_change(&mut self) -> Result<(), CtrlRequestError> {
-        if self.state != DllState::Normal {
+        if self.dll.state() != DllState::Normal {
             return Err(CtrlRequestError::NotReady);
         }
-        if self.mc.active {
+        if !self.mc.request(self.cfg.mode, self.tracer) {
             return Err(CtrlRequestError::Busy);
         }
-        self.mc = ModeChange {
-            active: true,
-            to_non_crc: self.cfg.mode == Mode::Crc,
-            ..ModeChange::default()
-        };
         Ok(())
     }
 
     /// The PHY retrained after [`Event::ModeChangeRetrain`] (raised by
     /// either end: the retrain is link-wide, so call this on both ends):
     /// the new mode takes effect, the held control blocks are re-sealed
-    /// for it, and the retry pointers are realigned with a Retry_Req_Set.
+    /// for it, and the retry pointers are realigned with a Retry_Req_Set
+    /// (an entry into REQ, counted like every other).
     /// A port that has sent its Block_Mode_Chg ACK switches even if the
     /// peer's ACK was lost: the peer only retrains after receiving ours.
     /// Ignored outside a mode switch.
     pub fn mode_change_done(&mut self, now: u64) {
-        if !self.mc.active || !self.mc.ack_sent {
+        let Some(mode) = self.mc.done(self.tracer) else {
             return;
-        }
-        let mode = if self.mc.to_non_crc {
-            Mode::NonCrc
-        } else {
-            Mode::Crc
         };
-        self.mc = ModeChange::default();
         if !self.retry.reseal_control_blocks(mode) {
             self.event(Event::ModeChangeFailed);
         }
         self.cfg.mode = mode;
         self.rx_partial_len = 0;
         self.rx_have = 0;
-        self.wait_deadline = None;
-        self.req_sm = RetryReqState::Req;
         self.now = now;
         self.event(Event::ModeChanged(mode));
+        let entered = self.req.enter_req(self.tracer);
+        self.entered(entered);
+    }
+
+    /// Every timer's deadline (see [`TimerTable`]).
+    pub fn timers(&self) -> TimerTable {
+        let mut t = TimerTable::default();
+        t.set(Timer::Wait, self.req.wait_deadline());
+        t.set(Timer::PartialBlock, self.partial_block_deadline());
+        t.set(Timer::LockoutPoke, self.poke_deadline());
+        t.set(Timer::CreditStall, self.credit_deadline);
+        t.set(Timer::CreditReturn, self.credit_return_deadline());
+        t
     }
 
     /// The next time [`Link::handle_timeout`] must be called.
     pub fn poll_timeout(&self) -> Option<u64> {
-        let poke = self.poke_deadline();
-        let partial = self.partial_block_deadline();
-        [self.wait_deadline, self.credit_deadline, poke, partial]
-            .into_iter()
-            .flatten()
-            .min()
+        self.timers().next_deadline()
     }
 
     /// When a partially received block is given up (see
     /// [`Link::handle_timeout`]).
     fn partial_block_deadline(&self) -> Option<u64> {
-        (self.rx_have > 0 && self.req_sm == RetryReqState::Normal).then_some(self.rx_block_deadline)
+        (self.rx_have > 0 && self.req.state() == RetryReqState::Normal)
+            .then_some(self.rx_block_deadline)
     }
 
-    /// When a lock-out poke becomes due (see [`Link::transmit`]).
+    /// When owed credits must go out in a Crd_Ack, whatever their count.
+    fn credit_return_deadline(&self) -> Option<u64> {
+        self.credit_due_since
+            .map(|t| t.saturating_add(self.cfg.credit_return_delay_ns))
+    }
+
+    /// When a lock-out poke becomes due (see [`Link::poll_transmit`]).
     fn poke_deadline(&self) -> Option<u64> {
         if self.lockout_blocked && self.poke_armed && self.retry.used() > 0 {
             Some(
@@ -692,15 +703,10 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         }
     }
 
-    /// The next event, if any.
+    /// The next event, if any. Drain after every input (see
+    /// [`EventRing`]).
     pub fn poll_event(&mut self) -> Option<Event> {
-        if self.ev_len == 0 {
-            return None;
-        }
-        let ev = self.events.get_mut(self.ev_head).and_then(Option::take);
-        self.ev_head = (self.ev_head + 1) % EVENT_SLOTS;
-        self.ev_len -= 1;
-        ev
+        self.events.pop()
     }
 
     fn event(&mut self, ev: Event) {
@@ -710,37 +716,50 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         ) {
             self.counters.errors = self.counters.errors.wrapping_add(1);
         }
-        if self.ev_len == EVENT_SLOTS {
-            // Drop the oldest; counters keep the totals.
-            self.ev_head = (self.ev_head + 1) % EVENT_SLOTS;
-            self.ev_len -= 1;
+        if self.events.push(ev) {
+            self.counters.events_dropped = self.counters.events_dropped.wrapping_add(1);
         }
-        let at = (self.ev_head + self.ev_len) % EVENT_SLOTS;
-        if let Some(slot) = self.events.get_mut(at) {
-            *slot = Some(ev);
-        }
-        self.ev_len += 1;
     }
 
-    fn set_state(&mut self, state: DllState) {
-        if self.state != state {
-            self.state = state;
-            self.event(Event::State(state));
+    /// Brings the DLL state in line with the Init exchange's step (its
+    /// only driver besides link down).
+    fn sync_dll(&mut self) {
+        let to = self.init.step().dll_state();
+        if self.dll.transition(to, self.tracer) {
+            self.event(Event::State(to));
+        }
+    }
+
+    /// Turns an entry into REQ or RETRAIN into its events.
+    fn entered(&mut self, e: Entered) {
+        if e.rollover {
+            self.event(Event::RetryRollover);
+        }
+        match e.to {
+            RetryReqState::Retrain => {
+                self.counters.retrains = self.counters.retrains.wrapping_add(1);
+                self.event(Event::RetrainRequest);
+            }
+            RetryReqState::Error => self.event(Event::RetryError),
+            _ => {}
         }
     }
 
     // ----- PHY and management inputs ------------------------------------
 
     /// PHY LinkUp = 1: leave DLL_Disabled for DLL_Param_Init and start the
-    /// retry alignment (a Retry_Req_Set is sent until a Retry_Ack_Set
-    /// arrives). Ignored while RETRY_REQ_SM is in ERROR.
+    /// retry alignment (RETRY_REQ_SM enters REQ, counted: a Retry_Req_Set
+    /// is sent until a Retry_Ack_Set arrives). Ignored while RETRY_REQ_SM
+    /// is in ERROR.
     pub fn link_up(&mut self, now: u64) {
         self.now = now;
-        if self.state != DllState::Disabled || self.req_sm == RetryReqState::Error {
+        if self.dll.state() != DllState::Disabled || self.req.state() == RetryReqState::Error {
             return;
         }
-        self.set_state(DllState::ParamInit);
-        self.req_sm = RetryReqState::Req;
+        self.init.start(self.tracer);
+        self.sync_dll();
+        let entered = self.req.enter_req(self.tracer);
+        self.entered(entered);
     }
 
     /// PHY LinkUp = 0 (§4.8.4): a partially delivered DLLDP is completed
@@ -774,25 +793,26 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
                 self.counters.rx_poisoned = self.counters.rx_poisoned.wrapping_add(1);
             }
         }
-        let error = self.req_sm == RetryReqState::Error;
-        self.clear();
-        if error {
-            self.req_sm = RetryReqState::Error;
-        }
-        self.set_state(DllState::Disabled);
+        self.clear(true);
+        self.sync_dll();
     }
 
     /// Management reset (UBFM): everything back to power-on, RETRY_REQ_SM
     /// ERROR cleared, DLL_Disabled. Counters are kept.
     pub fn reset(&mut self) {
         self.rx_pkt = None;
-        self.clear();
-        self.set_state(DllState::Disabled);
+        self.clear(false);
+        self.sync_dll();
     }
 
-    fn clear(&mut self) {
-        self.req_sm = RetryReqState::Normal;
-        self.ack_sm = RetryAckState::Normal;
+    /// Every machine to its initial state; `keep_error` keeps RETRY_REQ_SM
+    /// ERROR latched (link down).
+    fn clear(&mut self, keep_error: bool) {
+        let tracer = self.tracer;
+        self.req.clear(keep_error, tracer);
+        self.ack.clear(tracer);
+        self.init.stop(tracer);
+        self.mc.clear(tracer);
         self.retry.reset();
         self.neg = None;
         self.tx_credits = TxCredits::default();
@@ -800,29 +820,17 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         self.vl_rr = 0;
         self.crd_rr = 0;
         self.since_header = u32::MAX;
-        self.send_ack_set = false;
-        self.ack_set_num_retry = 0;
-        self.last_req_key = None;
-        self.idle_since_req = true;
-        self.init_sent = false;
-        self.crd_init_left = [0; MAX_VLS];
-        self.sd_sent = false;
-        self.peer_sd = false;
         self.pending_ctrl = None;
         self.stalled = false;
         self.lockout_blocked = false;
-        self.mc = ModeChange::default();
         self.poke_armed = true;
         self.credit_deadline = None;
         self.rx_partial_len = 0;
         self.rx_have = 0;
         self.rx_expect = 0;
         self.rx_pkt = None;
-        self.rcv_ptr = 0;
-        self.num_retry = 0;
-        self.num_phy_reinit = 0;
-        self.wait_deadline = None;
         self.rx_credits = RxCredits::default();
+        self.credit_due_since = None;
         self.owed_acks = 0;
         self.owed_pure = 0;
         self.since_ack = 0;
@@ -831,19 +839,24 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
     /// The PHY finished a retrain requested by [`Event::RetrainRequest`]:
     /// RETRY_REQ_SM goes from RETRAIN to REQ.
     pub fn phy_retrained(&mut self, now: u64) {
-        if self.req_sm == RetryReqState::Retrain {
+        self.now = now;
+        if let Some(entered) = self.req.retrained(self.tracer) {
             self.rx_partial_len = 0;
             self.rx_have = 0;
-            self.enter_req(now);
+            self.entered(entered);
         }
     }
 
     /// The PHY started a retrain on its own: RETRY_REQ_SM → RETRAIN.
     pub fn phy_retrain_started(&mut self, _now: u64) {
-        if self.state != DllState::Disabled
-            && !matches!(self.req_sm, RetryReqState::Retrain | RetryReqState::Error)
+        if self.dll.state() != DllState::Disabled
+            && !matches!(
+                self.req.state(),
+                RetryReqState::Retrain | RetryReqState::Error
+            )
         {
-            self.enter_retrain();
+            let entered = self.req.enter_retrain(self.tracer);
+            self.entered(entered);
         }
     }
 
@@ -852,34 +865,41 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
     pub fn receive_error(&mut self, now: u64, flits: u32) {
         self.counters.rx_fec_errors = self.counters.rx_fec_errors.wrapping_add(u64::from(flits));
         self.rx_partial_len = 0;
-        if self.state != DllState::Disabled && self.req_sm == RetryReqState::Normal {
+        if self.dll.state() != DllState::Disabled && self.req.state() == RetryReqState::Normal {
             self.block_error(now);
         }
     }
 
-    /// Handles expired timers: the WAIT timeout, the credit-return
-    /// timeout, and the partial-block timeout. The last one covers a
-    /// header corrupted into announcing a longer block than the peer sent:
-    /// on an idle link the rest never comes, so after the WAIT timeout the
-    /// partial block is treated as a CRC failure and retried.
+    /// Serves every expired timer of the [`TimerTable`], in the order of
+    /// [`Timer::ALL`]. The partial-block timeout covers a header corrupted
+    /// into announcing a longer block than the peer sent: on an idle link
+    /// the rest never comes, so after the WAIT timeout the partial block
+    /// is treated as a CRC failure and retried. The credit-return delay
+    /// and the lock-out poke are served by the next `poll_transmit`.
     pub fn handle_timeout(&mut self, now: u64) {
-        if self.partial_block_deadline().is_some_and(|d| now >= d) {
-            self.counters.rx_block_timeouts = self.counters.rx_block_timeouts.wrapping_add(1);
-            self.block_error(now);
-        }
-        if let Some(d) = self.wait_deadline {
-            if now >= d && self.req_sm == RetryReqState::Wait {
-                self.wait_deadline = None;
-                self.counters.retry_timeouts = self.counters.retry_timeouts.wrapping_add(1);
-                self.event(Event::RetryAckTimeout);
-                self.enter_req(now);
+        for timer in Timer::ALL {
+            // Re-read: serving one timer can disarm another.
+            if !self.timers().expired(timer, now) {
+                continue;
             }
-        }
-        if let Some(d) = self.credit_deadline {
-            if now >= d {
-                self.credit_deadline = None;
-                self.counters.credit_timeouts = self.counters.credit_timeouts.wrapping_add(1);
-                self.event(Event::CreditReturnTimeout);
+            match timer {
+                Timer::PartialBlock => {
+                    self.counters.rx_block_timeouts =
+                        self.counters.rx_block_timeouts.wrapping_add(1);
+                    self.block_error(now);
+                }
+                Timer::Wait => {
+                    self.counters.retry_timeouts = self.counters.retry_timeouts.wrapping_add(1);
+                    self.event(Event::RetryAckTimeout);
+                    let entered = self.req.enter_req(self.tracer);
+                    self.entered(entered);
+                }
+                Timer::CreditStall => {
+                    self.credit_deadline = None;
+                    self.counters.credit_timeouts = self.counters.credit_timeouts.wrapping_add(1);
+                    self.event(Event::CreditReturnTimeout);
+                }
+                Timer::CreditReturn | Timer::LockoutPoke => {}
             }
         }
     }
@@ -895,7 +915,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
     }
 
     fn queue_ctrl(&mut self, cb: ControlBlock) -> Result<(), CtrlRequestError> {
-        if self.state != DllState::Normal {
+        if self.dll.state() != DllState::Normal {
             return Err(CtrlRequestError::NotReady);
         }
         if self.pending_ctrl.is_some() {
@@ -907,36 +927,11 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
 
     // ----- Retry request state machine -----------------------------------
 
-    fn block_error(&mut self, now: u64) {
+    /// A CRC or FEC failure: the partial block is dropped, REQ entered.
+    fn block_error(&mut self, _now: u64) {
         self.rx_have = 0;
-        self.enter_req(now);
-    }
-
-    fn enter_req(&mut self, _now: u64) {
-        self.wait_deadline = None;
-        self.num_retry = self.num_retry.saturating_add(1);
-        if self.num_retry >= self.cfg.num_retry_threshold {
-            self.num_retry = 0;
-            self.event(Event::RetryRollover);
-            self.enter_retrain();
-        } else {
-            self.req_sm = RetryReqState::Req;
-        }
-    }
-
-    fn enter_retrain(&mut self) {
-        self.wait_deadline = None;
-        self.num_retry = 0;
-        self.num_phy_reinit = self.num_phy_reinit.saturating_add(1);
-        if self.num_phy_reinit >= self.cfg.num_phy_reinit_threshold {
-            self.num_phy_reinit = 0;
-            self.req_sm = RetryReqState::Error;
-            self.event(Event::RetryError);
-        } else {
-            self.req_sm = RetryReqState::Retrain;
-            self.counters.retrains = self.counters.retrains.wrapping_add(1);
-            self.event(Event::RetrainRequest);
-        }
+        let entered = self.req.enter_req(self.tracer);
+        self.entered(entered);
     }
 
     fn peer_modulus(&self) -> u32 {
@@ -948,16 +943,12 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
     /// becomes owed and the retry counters clear (progress was made).
     fn accept_retried(&mut self, flits: usize, pure_ack: bool) {
         let m = self.peer_modulus();
-        self.rcv_ptr = ((u32::from(self.rcv_ptr) + flits as u32) % m) as u16;
+        self.req.accept(flits, m);
         self.owed_acks = self.owed_acks.saturating_add(flits as u32);
         if pure_ack {
             self.owed_pure = self.owed_pure.saturating_add(flits as u32);
         }
-        self.num_retry = 0;
-        self.num_phy_reinit = 0;
     }
-
-    // ----- Receive path ---------------------------------------------------
 
     /// Feeds received bytes (any chunking; flits may span calls).
     pub fn handle_receive(&mut self, now: u64, data: &[u8], sink: &mut impl RxSink) {
@@ -985,12 +976,12 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         }
         while data.len() >= FLIT_BYTES {
             // Fast path: a whole block at a block boundary.
-            if self.rx_have == 0 && self.req_sm == RetryReqState::Normal && !self.mc.retraining {
+            if self.rx_have == 0 && self.req.is_receiving() && !self.mc.retraining() {
                 if let Ok((flits, hdr)) = self.parse_header(data) {
                     let bytes = flits * FLIT_BYTES;
                     if let Some((block, rest)) = data.split_at_checked(bytes) {
                         self.counters.rx_flits = self.counters.rx_flits.wrapping_add(flits as u64);
-                        if self.state == DllState::Disabled {
+                        if self.dll.state() == DllState::Disabled {
                             self.counters.rx_discarded_flits =
                                 self.counters.rx_discarded_flits.wrapping_add(flits as u64);
                         } else {
@@ -1015,21 +1006,26 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
 
     fn on_flit(&mut self, now: u64, flit: &[u8; FLIT_BYTES], sink: &mut impl RxSink) {
         self.counters.rx_flits = self.counters.rx_flits.wrapping_add(1);
-        if self.state == DllState::Disabled || self.mc.retraining {
+        if self.dll.state() == DllState::Disabled || self.mc.retraining() {
             self.discard(1);
             return;
         }
-        match self.req_sm {
+        match self.req.state() {
             RetryReqState::Retrain | RetryReqState::Error => self.discard(1),
             RetryReqState::Req | RetryReqState::Wait => {
                 // Discard until a Retry_Ack_Set: only single-flit retry
                 // blocks are recognised, each on its own CRC.
                 match ControlBlock::decode(self.cfg.mode, flit) {
-                    Ok((cb, _)) if is_retry_block(&cb) => self.on_retry_block(now, &cb),
+                    Ok((cb, _)) if is_retry_block(&cb) => self.on_retry_block(now, &cb, flit),
                     _ => self.discard(1),
                 }
             }
             RetryReqState::Normal => {
+                let at = self.counters.rx_flits;
+                if self.rx_have == 0 && self.req.consume_ack_tail(flit, at, self.tracer) {
+                    self.discard(1);
+                    return;
+                }
                 if self.rx_have == 0 {
                     match self.parse_header(flit) {
                         Ok((flits, hdr)) => {
@@ -1120,7 +1116,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
             RxHdr::Ctrl => match ControlBlock::decode(self.cfg.mode, block) {
                 Ok((cb, _)) => {
                     self.counters.rx_blocks = self.counters.rx_blocks.wrapping_add(1);
-                    self.on_control(now, &cb, block.len() / FLIT_BYTES, sink);
+                    self.on_control(now, &cb, block, sink);
                 }
                 Err(e) => {
                     self.count_frame_error(e);
@@ -1184,7 +1180,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
                         self.event(Event::ReceiveOverflow(vl));
                         pkt.drop = true;
                         pkt.cost = 0;
-                    } else if self.state != DllState::Normal {
+                    } else if self.dll.state() != DllState::Normal {
                         pkt.drop = true;
                     }
                 }
@@ -1225,6 +1221,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
             }
             // The sink consumed the packet: its cells are free again.
             self.rx_credits.on_free(usize::from(pkt.vl), pkt.cost);
+            self.credit_freed(usize::from(pkt.vl));
             self.rx_pkt = None;
         } else {
             pkt.next = index + 1;
@@ -1276,7 +1273,8 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         }
     }
 
-    fn on_control(&mut self, now: u64, cb: &ControlBlock, flits: usize, sink: &mut impl RxSink) {
+    fn on_control(&mut self, now: u64, cb: &ControlBlock, block: &[u8], sink: &mut impl RxSink) {
+        let flits = block.len() / FLIT_BYTES;
         let kind = cb.kind();
         if kind.is_retried() {
             let pure = matches!(cb, ControlBlock::CrdAck(c) if c.is_pure_ack());
@@ -1289,11 +1287,13 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         match cb {
             ControlBlock::Null | ControlBlock::Nob | ControlBlock::Init(_) => {}
             ControlBlock::RetryIdle | ControlBlock::RetryReq(_) | ControlBlock::RetryAck(_) => {
-                self.on_retry_block(now, cb);
+                if let Some(flit) = block.first_chunk::<FLIT_BYTES>() {
+                    self.on_retry_block(now, cb, flit);
+                }
             }
             ControlBlock::CrdAck(c) => self.on_crd_ack(c),
             ControlBlock::ParamExchg(p) => {
-                if self.state == DllState::Normal {
+                if self.dll.state() == DllState::Normal {
                     sink.param_exchg(p);
                 }
             }
@@ -1306,36 +1306,15 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
     }
 
     fn on_block_mode_chg(&mut self, ack: bool) {
-        if self.state != DllState::Normal {
+        if self.dll.state() != DllState::Normal {
             return;
         }
         if ack {
-            if self.mc.active {
-                self.mc.peer_ack = true;
+            if let Some(mode) = self.mc.peer_ack(self.tracer) {
+                self.event(Event::ModeChangeRetrain(mode));
             }
         } else {
-            if !self.mc.active {
-                // The peer started: do the same.
-                self.mc = ModeChange {
-                    active: true,
-                    to_non_crc: self.cfg.mode == Mode::Crc,
-                    ..ModeChange::default()
-                };
-            }
-            self.mc.peer_req = true;
-        }
-        self.check_mode_change();
-    }
-
-    fn check_mode_change(&mut self) {
-        if self.mc.active && self.mc.ack_sent && self.mc.peer_ack && !self.mc.retraining {
-            self.mc.retraining = true;
-            let mode = if self.mc.to_non_crc {
-                Mode::NonCrc
-            } else {
-                Mode::Crc
-            };
-            self.event(Event::ModeChangeRetrain(mode));
+            self.mc.peer_req(self.cfg.mode, self.tracer);
         }
     }
 
@@ -1354,41 +1333,47 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
             if n > 0 || self.out_full {
                 return n;
             }
-        } else if !self.mc.req_sent {
-            let n = self.send_retried_ctrl(&ControlBlock::BlockModeChg { ack: false }, out);
-            if n > 0 {
-                self.mc.req_sent = true;
-                return n;
-            }
-        } else if self.mc.ack_sent {
-            return 0;
-        } else if self.mc.peer_req {
-            if !self.mc.flushed {
-                // Everything owed, pure ACKs included, so the peer holds
-                // no DLLDP when the mode changes.
-                let n = self.send_crd_ack(neg, out, false);
-                if n > 0 {
-                    self.mc.flushed = true;
+        } else {
+            match self.mc.step() {
+                ModeChange::Requesting { .. } => {
+                    let n = self.send_retried_ctrl(&ControlBlock::BlockModeChg { ack: false }, out);
+                    if n > 0 {
+                        self.mc.req_sent(self.tracer);
+                        return n;
+                    }
                 }
-                return n;
+                ModeChange::AwaitingAck { .. } | ModeChange::Retraining { .. } => return 0,
+                ModeChange::Flushing { .. } => {
+                    // Everything owed, pure ACKs included, so the peer holds
+                    // no DLLDP when the mode changes.
+                    let n = self.send_crd_ack(neg, out, false);
+                    if n > 0 {
+                        self.mc.flushed(self.tracer);
+                    }
+                    return n;
+                }
+                ModeChange::SendingAck { .. } => {
+                    let cb = ControlBlock::BlockModeChg { ack: true };
+                    if !self.retry.fits(1) {
+                        return 0;
+                    }
+                    let Ok(n) = cb.encode(self.cfg.mode, out) else {
+                        return 0;
+                    };
+                    let _ = self.retry.push(out.get(..n).unwrap_or(&[]));
+                    self.count_tx_block();
+                    if let Some(mode) = self.mc.ack_sent(self.tracer) {
+                        self.event(Event::ModeChangeRetrain(mode));
+                    }
+                    return n;
+                }
+                ModeChange::AwaitingReq { .. } | ModeChange::Idle => {}
             }
-            let cb = ControlBlock::BlockModeChg { ack: true };
-            if !self.retry.fits(1) {
-                return 0;
-            }
-            let Ok(n) = cb.encode(self.cfg.mode, out) else {
-                return 0;
-            };
-            let _ = self.retry.push(out.get(..n).unwrap_or(&[]));
-            self.count_tx_block();
-            self.mc.ack_sent = true;
-            self.check_mode_change();
-            return n;
         }
         // Blocked (or waiting for the peer's REQ): only Crd_Acks, and the
         // lock-out poke so that a full retry buffer cannot stall the
         // handshake.
-        if self.credit_init_done() && self.crd_ack_forced(neg) {
+        if self.init.credit_init_done() && self.crd_ack_forced(neg) {
             return self.send_crd_ack(neg, out, false);
         }
         let n = self.idle_crd_ack(neg, out);
@@ -1398,41 +1383,34 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         self.poke(out)
     }
 
-    fn on_retry_block(&mut self, now: u64, cb: &ControlBlock) {
+    fn on_retry_block(&mut self, now: u64, cb: &ControlBlock, flit: &[u8; FLIT_BYTES]) {
+        let at = self.counters.rx_flits;
         match cb {
-            ControlBlock::RetryIdle => self.idle_since_req = true,
-            ControlBlock::RetryReq(r) => self.on_retry_req(r),
-            ControlBlock::RetryAck(a) => match self.req_sm {
-                RetryReqState::Wait if a.rd_ptr == self.rcv_ptr => {
-                    self.wait_deadline = None;
-                    self.req_sm = RetryReqState::Normal;
-                    self.rx_have = 0;
-                }
-                RetryReqState::Normal if a.rd_ptr != self.rcv_ptr => {
+            ControlBlock::RetryIdle => self.ack.retry_idle(),
+            ControlBlock::RetryReq(r) => self.on_retry_req(r, at),
+            ControlBlock::RetryAck(a) => {
+                match self.req.retry_ack(a.rd_ptr, flit, at, self.tracer) {
+                    AckVerdict::Resumed => self.rx_have = 0,
                     // A stale set restarts the peer's retransmission behind
                     // us: realign by requesting from our RcvPtr.
-                    self.block_error(now);
+                    AckVerdict::Realign => self.block_error(now),
+                    AckVerdict::Ignored => self.discard(1),
                 }
-                _ => self.discard(1),
-            },
+            }
             _ => {}
         }
     }
 
-    fn on_retry_req(&mut self, r: &RetryReq) {
+    fn on_retry_req(&mut self, r: &RetryReq, at: u64) {
         let key = (r.rcv_ptr, r.num_retry, r.num_phy_reinit);
-        if !self.idle_since_req && self.last_req_key == Some(key) {
+        if !self.ack.new_set(key, at) {
             return; // Another block of a set already acted on.
         }
-        self.idle_since_req = false;
-        self.last_req_key = Some(key);
         if self.retry.start_retransmit(r.rcv_ptr).is_err() {
             self.event(Event::Protocol(ProtocolError::BadRcvPtr));
             return;
         }
-        self.ack_sm = RetryAckState::Ack;
-        self.send_ack_set = true;
-        self.ack_set_num_retry = r.num_retry;
+        self.ack.start(r.num_retry, self.tracer);
     }
 
     fn on_init(&mut self, peer: &InitParams) {
@@ -1442,17 +1420,22 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         let neg = negotiate(&self.cfg.caps, peer, self.cfg.want_sharing);
         self.neg = Some(neg);
         self.event(Event::Negotiated);
+        // Sharing mode keeps one largest DLLDP's cells in the shared pool
+        // so that every enabled VL can always send one (link.rst,
+        // "Sharing mode").
+        let largest = MAX_DLLDP_FLITS.div_ceil(usize::from(neg.cell_flits.max(1))) as u32;
         self.tx_credits = TxCredits::new(
             neg.tx_sharing,
             neg.vl_enable,
             self.cfg.share_reserve,
             self.cfg.share_order,
-        );
+        )
+        .keep_shared(largest);
         let cells = cells_for_buffer(self.cfg.rx_buffer_bytes, u32::from(neg.cell_flits));
         let granted = split_equally(cells, usize::from(neg.vls), &neg.ctrl_credit_grain);
         self.rx_credits = RxCredits::new(granted, neg.rx_sharing);
-        self.crd_init_left = granted;
-        self.check_progress();
+        self.init.peer_init(granted, self.tracer);
+        self.sync_dll();
     }
 
     fn on_crd_ack(&mut self, c: &CrdAck) {
@@ -1474,24 +1457,44 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
             }
         }
         if c.initial && c.done {
-            self.peer_sd = true;
-            self.check_progress();
+            self.init.peer_sd(self.tracer);
+            self.credit_init_progress();
         }
     }
 
-    /// Param_Init → Credit_Init once the peer's Init Block arrived and
-    /// ours is sent; Credit_Init → Normal once both SDs are exchanged.
-    fn check_progress(&mut self) {
-        if self.state == DllState::ParamInit && self.neg.is_some() && self.init_sent {
-            self.set_state(DllState::CreditInit);
-        }
-        if self.state == DllState::CreditInit && self.sd_sent && self.peer_sd {
+    /// Credit_Init → Normal once both SDs are exchanged.
+    fn credit_init_progress(&mut self) {
+        if self.init.finish(self.tracer) {
             self.tx_credits.finish_init();
-            self.set_state(DllState::Normal);
+        }
+        self.sync_dll();
+    }
+
+    /// Credits of `vl` were freed: if they can be returned in a Crd_Ack,
+    /// the credit-return delay starts (unless it runs already).
+    fn credit_freed(&mut self, vl: usize) {
+        if self.credit_due_since.is_none() && self.returnable(vl) {
+            self.credit_due_since = Some(self.now);
         }
     }
 
-    // ----- Transmit path --------------------------------------------------
+    /// Credits were returned: the delay stops once nothing returnable is
+    /// left.
+    fn credits_returned(&mut self) {
+        if self.credit_due_since.is_some() && !(0..MAX_VLS).any(|vl| self.returnable(vl)) {
+            self.credit_due_since = None;
+        }
+    }
+
+    /// `true` if `vl` owes at least one Crd_Ack grain.
+    fn returnable(&self, vl: usize) -> bool {
+        let k = self
+            .neg
+            .as_ref()
+            .and_then(|n| n.ctrl_credit_grain.get(vl).copied())
+            .unwrap_or(1);
+        self.rx_credits.pending(vl) >= u32::from(k.max(1))
+    }
 
     /// Writes whole blocks into `out` (never a partial block) and returns
     /// the bytes written; 0 when there is nothing to send (the PHY then
@@ -1518,39 +1521,38 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
     }
 
     fn next_block(&mut self, now: u64, out: &mut [u8], src: &mut impl TxSource) -> usize {
-        if self.state == DllState::Disabled
-            || self.mc.retraining
-            || matches!(self.req_sm, RetryReqState::Retrain | RetryReqState::Error)
+        if self.dll.state() == DllState::Disabled
+            || self.mc.retraining()
+            || matches!(
+                self.req.state(),
+                RetryReqState::Retrain | RetryReqState::Error
+            )
         {
             return 0;
         }
-        if self.send_ack_set {
+        if let Some(num_retry) = self.ack.set_owed() {
             let ack = ControlBlock::RetryAck(RetryAck {
-                num_retry: self.ack_set_num_retry,
+                num_retry,
                 num_free_buf: self.retry.num_free(),
                 rd_ptr: self.retry.rd_ptr(),
                 wr_ptr: self.retry.wr_ptr(),
             });
             let n = self.retry_set(&ack, out);
             if n > 0 {
-                self.send_ack_set = false;
                 self.counters.retry_ack_sets = self.counters.retry_ack_sets.wrapping_add(1);
-                if !self.retry.retransmitting() {
-                    self.ack_sm = RetryAckState::Normal;
-                }
+                self.ack.set_sent(self.retry.retransmitting(), self.tracer);
             }
             return n;
         }
-        if self.req_sm == RetryReqState::Req {
+        if self.req.state() == RetryReqState::Req {
             let req = ControlBlock::RetryReq(RetryReq {
-                rcv_ptr: self.rcv_ptr,
-                num_phy_reinit: self.num_phy_reinit,
-                num_retry: self.num_retry,
+                rcv_ptr: self.req.rcv_ptr(),
+                num_phy_reinit: self.req.num_phy_reinit(),
+                num_retry: self.req.num_retry(),
             });
             let n = self.retry_set(&req, out);
             if n > 0 {
-                self.req_sm = RetryReqState::Wait;
-                self.wait_deadline = Some(now.saturating_add(self.cfg.wait_timeout_ns));
+                self.req.set_sent(now, self.tracer);
                 self.counters.retry_req_sets = self.counters.retry_req_sets.wrapping_add(1);
             }
             return n;
@@ -1564,28 +1566,27 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
                     .tx_retransmitted_flits
                     .wrapping_add((n / FLIT_BYTES) as u64);
                 if !self.retry.retransmitting() {
-                    self.ack_sm = RetryAckState::Normal;
+                    self.ack.resent(self.tracer);
                 }
             }
             return n;
         }
-        self.ack_sm = RetryAckState::Normal;
+        self.ack.resent(self.tracer);
         self.lockout_blocked = false;
         self.out_full = false;
         // The Init Block goes out once the retry alignment is done.
-        if self.state == DllState::ParamInit
-            && !self.init_sent
-            && self.req_sm == RetryReqState::Normal
+        if *self.init.step() == (InitStep::Params { sent: false })
+            && self.req.state() == RetryReqState::Normal
         {
             return self.send_init(out);
         }
         let Some(neg) = self.neg else {
             return 0;
         };
-        if self.mc.active {
+        if self.mc.active() {
             return self.mode_change_tx(now, &neg, out, src);
         }
-        if self.credit_init_done() && self.crd_ack_forced(&neg) {
+        if self.init.credit_init_done() && self.crd_ack_forced(&neg) {
             return self.send_crd_ack(&neg, out, false);
         }
         if let Some(cb) = self.pending_ctrl {
@@ -1595,9 +1596,11 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
                 return n;
             }
         }
-        match self.state {
+        match self.dll.state() {
             DllState::ParamInit | DllState::Disabled => 0,
-            DllState::CreditInit if !self.sd_sent => self.send_crd_ack(&neg, out, true),
+            DllState::CreditInit if !self.init.credit_init_done() => {
+                self.send_crd_ack(&neg, out, true)
+            }
             DllState::CreditInit => self.idle_crd_ack(&neg, out),
             DllState::Normal => {
                 let n = self.send_data(now, &neg, out, src);
@@ -1617,8 +1620,9 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
     fn send_init(&mut self, out: &mut [u8]) -> usize {
         let n = self.send_retried_ctrl(&ControlBlock::Init(self.cfg.caps), out);
         if n > 0 {
-            self.init_sent = true;
-            self.check_progress();
+            let granted = self.neg.map(|_| *self.rx_credits.granted());
+            self.init.init_sent(granted, self.tracer);
+            self.sync_dll();
         }
         n
     }
@@ -1683,10 +1687,6 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         n
     }
 
-    fn credit_init_done(&self) -> bool {
-        self.state == DllState::Normal || (self.state == DllState::CreditInit && self.sd_sent)
-    }
-
     fn credit_return_forced(&self) -> bool {
         let t = self.cfg.credit_return_threshold.max(1);
         (0..MAX_VLS).any(|vl| self.rx_credits.pending(vl) >= t)
@@ -1698,6 +1698,10 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
 
     fn crd_ack_forced(&mut self, neg: &Negotiated) -> bool {
         if self.credit_return_forced() {
+            return true;
+        }
+        if self.credit_return_deadline().is_some_and(|d| self.now >= d) {
+            self.counters.credit_return_delays = self.counters.credit_return_delays.wrapping_add(1);
             return true;
         }
         if self.substantive_acks() == 0 || self.owed_acks < u32::from(neg.ctrl_ack_grain) {
@@ -1737,26 +1741,31 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         let ack_num = (self.owed_acks / grain).min(u32::from(u16::MAX));
         let mut crd_num = [0u8; MAX_VLS];
         let mut done = false;
-        for (vl, slot) in crd_num.iter_mut().enumerate() {
-            let k = u32::from(neg.ctrl_credit_grain.get(vl).copied().unwrap_or(1).max(1));
-            if initial {
-                if let Some(left) = self.crd_init_left.get_mut(vl) {
-                    let n = (*left / k).min(63);
-                    *left -= n * k;
-                    *slot = n as u8;
-                }
-            } else {
-                let n = (self.rx_credits.pending(vl) / k).min(63);
+        if initial {
+            let Some((counts, last)) = self.init.take_initial(&neg.ctrl_credit_grain, self.tracer)
+            else {
+                return 0;
+            };
+            crd_num = counts;
+            done = last;
+        } else {
+            let mut still_due = false;
+            for (vl, slot) in crd_num.iter_mut().enumerate() {
+                let k = u32::from(neg.ctrl_credit_grain.get(vl).copied().unwrap_or(1).max(1));
+                let pending = self.rx_credits.pending(vl);
+                let n = (pending / k).min(63);
                 self.rx_credits.returned(vl, n * k);
                 self.counters.credits_returned = self
                     .counters
                     .credits_returned
                     .wrapping_add(u64::from(n * k));
                 *slot = n as u8;
+                still_due |= pending - n * k >= k;
             }
-        }
-        if initial {
-            done = self.crd_init_left.iter().all(|&l| l == 0);
+            if !still_due {
+                // Nothing returnable is left: the credit-return delay stops.
+                self.credit_due_since = None;
+            }
         }
         let cb = ControlBlock::CrdAck(CrdAck {
             initial,
@@ -1772,8 +1781,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         self.count_tx_block();
         self.counters.tx_crd_acks = self.counters.tx_crd_acks.wrapping_add(1);
         if done {
-            self.sd_sent = true;
-            self.check_progress();
+            self.credit_init_progress();
         }
         n
     }
@@ -1866,6 +1874,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
                 .counters
                 .credits_returned
                 .wrapping_add(u64::from(cells));
+            self.credits_returned();
         }
         let _ = self.retry.push(out.get(..n).unwrap_or(&[]));
         self.count_tx_block();
