@@ -1,19 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0
-//! CTP and UTP traffic through the same path model: no responses, no
-//! transport retransmission. CTP relies on link-layer-protected hops; UTP
-//! simply loses what the network loses.
+//! CTP and UTP traffic through the same path model, sent and received by
+//! two host endpoints: no responses, no transport retransmission. CTP
+//! relies on link-layer-protected hops; UTP simply loses what the network
+//! loses.
+//!
+//! [`run_ctp_congestion`] is the one model here that still drives an
+//! engine itself: the endpoint does not run CTP congestion control (DCQCN
+//! on CNPs) yet, so the rate controller and the CNP generator are driven
+//! directly.
 
+use ub_proto::host::{DatagramKind, Delivery, DeliverySink, MessageSource, MsgRef};
 use ub_proto::net::cci::Cci;
-use ub_proto::net::npi::Npi;
-use ub_proto::net::nth::{IpHdr, IpNth, NetHeader, Nth24, NLP24_CTPH};
+use ub_proto::net::nth::{NetHeader, Nth24, NLP24_CTPH};
 use ub_proto::net::route::{select_port, FlowKey, RouteEntry};
 use ub_proto::net::RoutingType;
-use ub_proto::transport::msg::{
-    finish_packet, open_packet, parse_ctp, parse_utp, write_ctp, write_utp,
-};
+use ub_proto::transport::msg::{finish_packet, open_packet, parse_ctp, write_ctp};
+use ub_proto::transport::RetransmitMode;
 
 use crate::rng::Rng;
-use crate::PathCfg;
+use crate::{endpoint, host_addr, Format, Lb, PathCfg, Scenario};
 
 /// Datagram transport.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,12 +40,65 @@ pub struct DgramReport {
     pub icrc_drops: u64,
 }
 
-/// Sends `n` datagrams of `size` bytes (≥ 4) from A to B, one flow
-/// (per-flow hashing), and reports what B received.
+/// Datagram `id`: the pattern, with the ID in its first four bytes.
+struct IdSource;
+
+impl MessageSource for IdSource {
+    fn read(&mut self, msg: MsgRef, offset: u32, out: &mut [u8]) {
+        let MsgRef::Datagram { token } = msg else {
+            return;
+        };
+        let id = (token as u32).to_be_bytes();
+        for (i, b) in out.iter_mut().enumerate() {
+            let off = offset + i as u32;
+            *b = id
+                .get(off as usize)
+                .copied()
+                .unwrap_or_else(|| crate::pattern(token, off));
+        }
+    }
+}
+
+/// Collects datagram IDs (datagrams of the wrong size count as drops).
+struct Ids {
+    size: usize,
+    ids: Vec<u32>,
+    bad: u64,
+}
+
+impl DeliverySink for Ids {
+    fn deliver(&mut self, d: &Delivery<'_>) {
+        if let Delivery::Datagram { bytes, .. } = d {
+            match bytes {
+                [a, b, c, e, ..] if bytes.len() == self.size => {
+                    self.ids.push(u32::from_be_bytes([*a, *b, *c, *e]))
+                }
+                _ => self.bad += 1,
+            }
+        }
+    }
+}
+
+/// Sends `n` datagrams of `size` bytes (≥ 4) from endpoint A to endpoint
+/// B, one flow (per-flow hashing), and reports what B received.
 pub fn run_datagrams(kind: Kind, paths: &[PathCfg], n: u32, size: u32, seed: u64) -> DgramReport {
+    let mut sc = Scenario::new(
+        RetransmitMode::Selective,
+        false,
+        Lb::PerFlow,
+        paths.to_vec(),
+    );
+    let (dk, format) = match kind {
+        Kind::Utp => (DatagramKind::Utp, Format::Ipv4),
+        Kind::Ctp => (DatagramKind::Ctp, Format::Cna24),
+    };
+    sc.format = format;
+    let mut a = endpoint(&sc, 0, seed);
+    let mut b = endpoint(&sc, 1, seed.wrapping_add(1));
+    let remote = host_addr(&sc, 1);
     let mut rng = Rng::new(seed);
     let mut rep = DgramReport::default();
-    let mut arrivals: Vec<(u64, u64, Vec<u8>)> = Vec::new();
+    let mut arrivals: Vec<(u64, u64, u8, Vec<u8>)> = Vec::new();
     let mut nic_free = 0u64;
     let mut path_free = vec![0u64; paths.len()];
     let entry = RouteEntry {
@@ -50,96 +108,71 @@ pub fn run_datagrams(kind: Kind, paths: &[PathCfg], n: u32, size: u32, seed: u64
         ports: (1u64 << paths.len()) - 1,
         shortest: 0,
     };
-    let net = match kind {
-        Kind::Utp => NetHeader::Ip(IpNth {
-            cci: Cci::DEFAULT,
-            npi: Npi::DEFAULT,
-            ip: IpHdr::V4 {
-                dscp: 0,
-                ecn: 0,
-                ident: 0,
-                ttl: 64,
-                src: [10, 0, 0, 1],
-                dst: [10, 0, 0, 2],
-            },
-            sport: 49_999,
-        }),
-        Kind::Ctp => NetHeader::Cna24(Nth24 {
-            scna: 1,
-            dcna: 2,
-            cci: Cci::DEFAULT,
-            lbf: 3,
-            sl: 0,
-            nlp: NLP24_CTPH,
-        }),
-    };
-    let key = FlowKey {
-        src: 1,
-        dst: 2,
-        lb: net.lb_key(),
-        sl: 0,
-    };
-    let mut buf = vec![0u8; 16_384];
+    let mut buf = vec![0u8; crate::MAX_PACKET as usize];
     for id in 0..n {
-        let mut payload: Vec<u8> = (0..size)
-            .map(|o| crate::pattern(u64::from(id), o))
-            .collect();
-        payload[..4].copy_from_slice(&id.to_be_bytes());
-        let hoff = net.len();
-        let tp_len = match kind {
-            Kind::Utp => write_utp(&mut buf[hoff..], 0, &payload),
-            Kind::Ctp => write_ctp(&mut buf[hoff..], 0, &payload),
+        // The queue is drained after every send, so this only fails on a
+        // size the format cannot carry: then nothing more is sent.
+        if a.send_datagram(dk, remote, u64::from(id), size).is_err() {
+            break;
         }
-        .expect("fits");
-        let len = finish_packet(&net, &mut buf, tp_len).expect("fits");
-        let mut bytes = buf[..len].to_vec();
-        rep.transmissions += 1;
-        nic_free += (len as f64 / 12.5).ceil() as u64;
-        let path =
-            usize::from(select_port(&entry, RoutingType::default(), key.hash(42), id).unwrap_or(0));
-        let p = &paths[path];
-        let ser = (len as f64 / p.rate).ceil() as u64;
-        let start = path_free[path].max(nic_free);
-        path_free[path] = start + ser;
-        let mut arrive = start + ser + p.delay_ns;
-        let mut lost = rng.chance(p.loss);
-        let mut corrupt = rng.chance(p.corrupt);
-        if p.lossless && (lost || corrupt) {
-            arrive += 2 * p.delay_ns + ser;
-            path_free[path] = arrive - p.delay_ns;
-            lost = false;
-            corrupt = false;
+        while a.poll_event().is_some() {}
+        while let Ok(Some(t)) = a.poll_transmit(0, &mut buf, &mut IdSource) {
+            while a.poll_event().is_some() {}
+            let len = t.len;
+            let mut bytes = buf[..len].to_vec();
+            let Ok((net, _)) = NetHeader::parse(t.meta.class, &bytes) else {
+                continue;
+            };
+            let key = FlowKey {
+                src: 1,
+                dst: 2,
+                lb: net.lb_key(),
+                sl: 0,
+            };
+            rep.transmissions += 1;
+            nic_free += (len as f64 / 12.5).ceil() as u64;
+            let path = usize::from(
+                select_port(&entry, RoutingType::default(), key.hash(42), id).unwrap_or(0),
+            );
+            let p = &paths[path];
+            let ser = (len as f64 / p.rate).ceil() as u64;
+            let start = path_free[path].max(nic_free);
+            path_free[path] = start + ser;
+            let mut arrive = start + ser + p.delay_ns;
+            let mut lost = rng.chance(p.loss);
+            let mut corrupt = rng.chance(p.corrupt);
+            if p.lossless && (lost || corrupt) {
+                arrive += 2 * p.delay_ns + ser;
+                path_free[path] = arrive - p.delay_ns;
+                lost = false;
+                corrupt = false;
+            }
+            if lost {
+                continue;
+            }
+            if corrupt {
+                let bit = rng.below(bytes.len() as u64 * 8);
+                bytes[(bit / 8) as usize] ^= 1 << (bit % 8);
+            }
+            let cfg = t.meta.class.cfg();
+            if rng.chance(p.dup) {
+                arrivals.push((arrive + ser, u64::from(id) * 2 + 1, cfg, bytes.clone()));
+            }
+            arrivals.push((arrive, u64::from(id) * 2, cfg, bytes));
         }
-        if lost {
-            continue;
-        }
-        if corrupt {
-            let bit = rng.below(bytes.len() as u64 * 8);
-            bytes[(bit / 8) as usize] ^= 1 << (bit % 8);
-        }
-        if rng.chance(p.dup) {
-            arrivals.push((arrive + ser, u64::from(id) * 2 + 1, bytes.clone()));
-        }
-        arrivals.push((arrive, u64::from(id) * 2, bytes));
     }
     arrivals.sort_by_key(|a| (a.0, a.1));
-    for (_, _, bytes) in arrivals {
-        let Ok((_, tp)) = open_packet(net.class(), &bytes) else {
-            rep.icrc_drops += 1;
-            continue;
-        };
-        let payload = match kind {
-            Kind::Utp => parse_utp(tp).map(|x| x.1),
-            Kind::Ctp => parse_ctp(tp).map(|x| x.1),
-        };
-        match payload {
-            Ok(p) if p.len() == size as usize => {
-                let id = u32::from_be_bytes([p[0], p[1], p[2], p[3]]);
-                rep.delivered.push(id);
-            }
-            _ => rep.icrc_drops += 1,
-        }
+    let mut sink = Ids {
+        size: size as usize,
+        ids: Vec::new(),
+        bad: 0,
+    };
+    for (t, _, cfg, bytes) in arrivals {
+        b.handle_packet(t, 0, cfg, &bytes, &mut sink);
     }
+    let k = b.net_counters();
+    rep.icrc_drops = k.icrc_drops + k.malformed + sink.bad;
+    rep.delivered = sink.ids;
     rep
 }
 

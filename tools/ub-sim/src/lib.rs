@@ -1,40 +1,47 @@
 // SPDX-License-Identifier: GPL-2.0
-//! `ub-sim`: a deterministic discrete-event simulator that runs `ub-proto`
-//! transport engines end to end over a configurable multipath network.
+//! `ub-sim`: a deterministic discrete-event simulator that runs two
+//! `ub-proto` host endpoints ([`ub_proto::host::Endpoint`]) end to end
+//! over a configurable multipath network.
 //!
 //! Topology: host A → NIC (rate) → switch → one of N paths (each with its
 //! own delay, rate, loss, duplication, corruption, congestion marking and
-//! optional link-layer protection) → host B, and the same paths back for
-//! the responses. The switch picks the path with
-//! [`ub_proto::net::route::select_port`]: by a hash of the flow fields
-//! (per-flow, RT\[0\] = 0) or by a per-packet counter (RT\[0\] = 1).
+//! optional link-layer protection) → host B, and the same paths back. The
+//! switch picks the path with [`ub_proto::net::route::select_port`]: by a
+//! hash of the flow fields (per-flow, RT\[0\] = 0) or by a per-packet
+//! counter (RT\[0\] = 1).
 //!
-//! Host A runs an [`RtpSender`], host B an [`RtpReceiver`] and a
-//! [`Reassembler`]; packets are real bytes (IPv4 format with UDP 4792 or
-//! the 24-bit CNA NTH, RTPH, payload, ICRC). Message contents are a
-//! pattern of (message, offset), so the receiver checks exactly-once,
-//! in-order delivery of every byte. Everything is driven by one seeded
-//! PRNG and a time-ordered event queue: the same seed gives the same run.
+//! Each host is one endpoint: channel setup in-band, senders, receivers,
+//! reassembly, network headers, ICRC, TP channel groups — none of it is
+//! driven by hand here. The simulator models only time, the NICs, the
+//! switch and the paths, and drives each endpoint in its documented call
+//! order (inputs, then events, then transmit, then timer). Packets are
+//! real bytes (IPv4 format with UDP 4792 or the 24-bit CNA NTH). Message
+//! contents are a pattern of (message, offset), so the receiving side
+//! checks exactly-once, in-order delivery of every byte. Everything is
+//! driven by one seeded PRNG and a time-ordered event queue: the same seed
+//! gives the same run.
 
 pub mod dgram;
 pub mod plot;
 pub mod rng;
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 
-use ub_proto::net::cci::{Cci, Fecn};
-use ub_proto::net::npi::Npi;
-use ub_proto::net::nth::{IpHdr, IpNth, NetHeader, Nth24, NLP24_RTPH};
+use ub_proto::host::{
+    Addr, AllocError, ChannelConfig, ChannelCounters, Delivery, DeliverySink, Endpoint,
+    EndpointConfig, Event, LoadBalance, LocalAddrs, MessageSource, MsgRef, NetCounters, Random,
+    RtoConfig, SendError, Storage, Transmit, TransmitKind,
+};
+use ub_proto::net::cci::Fecn;
+use ub_proto::net::npi::{Npi, NpiMode};
+use ub_proto::net::nth::{NetHeader, ICRC_LEN};
 use ub_proto::net::route::{select_port, FlowKey, RouteEntry};
 use ub_proto::net::{PacketClass, RoutingType};
 use ub_proto::transport::cc::CcConfig;
+use ub_proto::transport::cm::CmTiming;
 use ub_proto::transport::hdr::{BitmapSize, CetphKind, Rspst, Rtph, Saetph, TpOpcode, RTPH_LEN};
-use ub_proto::transport::msg::{finish_packet, open_packet, strip, Reassembler, Segment};
-use ub_proto::transport::psn::Psn;
-use ub_proto::transport::rx::{RtpReceiver, RxConfig, RxMode, RxStorage, RxVerdict, SlotMeta};
-use ub_proto::transport::tpg::{member_lbf, member_sport, TpGroup, TpgPolicy};
-use ub_proto::transport::tx::{RtpSender, TxConfig, TxEvent, TxSlot};
+use ub_proto::transport::tpg::{member_lbf, member_sport, TpgPolicy};
 use ub_proto::transport::{RetransmitMode, RtoMode, StaticRto};
 
 use rng::Rng;
@@ -74,7 +81,13 @@ impl PathCfg {
     }
 }
 
-/// Load balancing.
+/// Load balancing of the network (what the switch does with a channel's
+/// packets). With per-packet spraying the channels of the non-fast
+/// combinations also vary their source port per packet; the fast
+/// combinations keep a per-flow channel, as Table 6-7 requires (the
+/// endpoint refuses fast retransmission with per-packet load balancing),
+/// so their per-packet rows show a network that sprays a per-flow channel,
+/// which is why Table 6-7 forbids it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lb {
     /// Per-flow hashing (RT\[0\] = 0).
@@ -95,9 +108,9 @@ pub enum Format {
 /// Direction of a traced packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dir {
-    /// Host A to host B (data).
+    /// Host A to host B (A's data, A's responses to B's data).
     AtoB,
-    /// Host B to host A (responses).
+    /// Host B to host A (B's responses, B's data).
     BtoA,
 }
 
@@ -129,6 +142,8 @@ pub enum What {
         /// Bitmap bits 0 ..= MaxRcvPSN − PSN.
         bits: Vec<bool>,
     },
+    /// A connection-manager message (channel setup or teardown).
+    Setup,
     /// Something else.
     Other,
 }
@@ -202,9 +217,13 @@ pub struct Scenario {
     pub cetph: Option<CetphKind>,
     /// Host NIC rate, bytes per ns.
     pub nic_rate: f64,
-    /// Message sizes, sent in order.
+    /// Message sizes, sent in order from A to B.
     pub messages: Vec<u32>,
-    /// Initial PSN of the channel.
+    /// Message sizes sent from B to A at the same time, over the same
+    /// channels.
+    pub reverse_messages: Vec<u32>,
+    /// Initial PSN of A's first channel (channel i: + 1000 i); B draws
+    /// its own.
     pub initial_psn: u32,
     /// Stop at this time, ns.
     pub max_time_ns: u64,
@@ -244,6 +263,7 @@ impl Scenario {
             cetph: None,
             nic_rate: 12.5,
             messages: vec![4096; 16],
+            reverse_messages: Vec::new(),
             initial_psn: 0xff_fff0,
             max_time_ns: 10_000_000_000,
             filter: None,
@@ -257,15 +277,23 @@ impl Scenario {
 /// Outcome of a run.
 #[derive(Clone, Debug, Default)]
 pub struct Report {
-    /// Messages delivered in order, each with its completion time.
+    /// Messages delivered in order at B (message index, completion time).
     pub delivered: Vec<(u64, u64)>,
+    /// Messages of `reverse_messages` delivered in order at A.
+    pub reverse_delivered: Vec<(u64, u64)>,
+    /// Reverse messages acknowledged to B.
+    pub reverse_acked: u64,
+    /// Network counters of A and B.
+    pub net: [NetCounters; 2],
+    /// Transport counters of every channel of A, then of B.
+    pub channels: Vec<ChannelCounters>,
     /// Per-message latency (post to delivery), ns.
     pub latencies: Vec<u64>,
     /// Payload bytes delivered.
     pub bytes: u64,
     /// Time of the last delivery, ns.
     pub end_ns: u64,
-    /// Packets dropped for a bad ICRC or header.
+    /// Packets dropped for a bad ICRC or header (both endpoints).
     pub icrc_drops: u64,
     /// Delivery errors (wrong order, wrong bytes, TPMSN mismatch, ...).
     pub errors: Vec<String>,
@@ -273,11 +301,12 @@ pub struct Report {
     pub channel_error: bool,
     /// Messages acknowledged to the sender.
     pub acked: u64,
-    /// Sender counters.
+    /// Sender counters, summed over every channel of both endpoints.
     pub tx: ub_proto::transport::tx::TxStats,
-    /// Receiver counters.
+    /// Receiver counters, summed likewise.
     pub rx: ub_proto::transport::rx::RxStats,
-    /// Data packets put on the wire (including retransmissions).
+    /// Data packets put on the wire by either endpoint (retransmissions
+    /// included).
     pub data_packets: u64,
     /// Packet trace (if requested).
     pub trace: Vec<TraceEntry>,
@@ -285,13 +314,13 @@ pub struct Report {
     pub max_outstanding: u32,
     /// Times the sender's congestion window shrank.
     pub cc_decreases: u32,
-    /// Final congestion window (largest over the channels).
+    /// Final congestion window (largest over the channels that sent).
     pub final_cw: u32,
     /// The event queue ran dry before completion (a stall: no timer armed).
     pub stalled: bool,
     /// Simulated time when the run stopped, ns.
     pub stop_ns: u64,
-    /// Data packets first sent by each channel of the group.
+    /// Data packets first sent by each of A's channels.
     pub per_channel_packets: Vec<u64>,
 }
 
@@ -324,21 +353,114 @@ pub fn pattern(msg: u64, off: u32) -> u8 {
         ^ (u64::from(off) >> 8)) as u8
 }
 
-const TPN_A: u32 = 0x00_0a0a;
-const TPN_B: u32 = 0x00_0b0b;
+/// Tokens of B's messages: the message index plus this.
+const REVERSE: u64 = 1 << 40;
+/// UDP source port (or LBF) of A's first channel.
 const SPORT: u16 = 50_123;
-const BUF: usize = 16_384;
+/// Largest network packet the simulated ports carry.
+const MAX_PACKET: u32 = 16_384;
+
+/// Host storage for the endpoints: plain `Vec`s.
+pub struct VecStorage;
+
+impl Storage for VecStorage {
+    type Buf<T> = Vec<T>;
+    fn alloc<T>(&mut self, n: usize, fill: impl FnMut() -> T) -> Result<Vec<T>, AllocError> {
+        let mut v = Vec::new();
+        v.try_reserve_exact(n).map_err(|_| AllocError)?;
+        v.extend(std::iter::repeat_with(fill).take(n));
+        Ok(v)
+    }
+}
+
+/// The simulator's PRNG as the endpoints' random source.
+pub struct SimRandom(pub Rng);
+
+impl Random for SimRandom {
+    fn random_u32(&mut self) -> u32 {
+        self.0.next_u64() as u32
+    }
+}
+
+/// An endpoint as the simulator runs it.
+pub type SimEndpoint = Endpoint<VecStorage, SimRandom>;
+
+/// Message contents are the pattern: nothing is stored.
+struct PatternSource;
+
+impl MessageSource for PatternSource {
+    fn read(&mut self, msg: MsgRef, offset: u32, out: &mut [u8]) {
+        let token = match msg {
+            MsgRef::Channel { token, .. } | MsgRef::Datagram { token } => token,
+        };
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = pattern(token, offset + i as u32);
+        }
+    }
+}
+
+/// Collects the messages one endpoint delivers; checked against what the
+/// other side posted after each `handle_packet`.
+#[derive(Default)]
+struct Collector {
+    cur: HashMap<u32, Vec<u8>>,
+    done: Vec<(u32, Vec<u8>)>,
+    errors: Vec<String>,
+}
+
+impl DeliverySink for Collector {
+    fn deliver(&mut self, d: &Delivery<'_>) {
+        if let Delivery::Message {
+            tpn,
+            offset,
+            bytes,
+            complete,
+            ..
+        } = *d
+        {
+            let cur = self.cur.entry(tpn).or_default();
+            if offset as usize != cur.len() {
+                self.errors
+                    .push(format!("channel {tpn}: offset {offset} != {}", cur.len()));
+            }
+            cur.extend_from_slice(bytes);
+            if complete.is_some() {
+                self.done.push((tpn, std::mem::take(cur)));
+            }
+        }
+    }
+}
+
+/// One host: its endpoint and what the simulation tracks about it.
+struct Host {
+    ep: SimEndpoint,
+    sink: Collector,
+    /// Our channels, in the order they came up (A: as connected; B: as
+    /// they arrived).
+    tpns: Vec<u32>,
+    group: Option<u16>,
+    /// Per channel: indices of the messages posted on it, not yet
+    /// delivered at the other side.
+    posted: HashMap<u32, VecDeque<u64>>,
+    /// Messages this host sends.
+    messages: Vec<u32>,
+    next_msg: usize,
+    post_time: Vec<u64>,
+    acked: u64,
+    nic_free: u64,
+    wake_at: u64,
+}
 
 #[derive(Debug)]
 enum Ev {
-    /// A packet arrives at a host.
+    /// A packet arrives at host `to`.
     Arrive {
-        to_b: bool,
+        to: usize,
         class: PacketClass,
         bytes: Vec<u8>,
     },
-    /// Re-run a host's engine.
-    Wake { b: bool },
+    /// Re-run host `h`'s endpoint.
+    Wake { h: usize },
 }
 
 struct Queue {
@@ -360,7 +482,10 @@ impl Queue {
     }
 }
 
-fn summarize(tp: &[u8]) -> What {
+fn summarize(tp: &[u8], kind: TransmitKind) -> What {
+    if kind == TransmitKind::Setup {
+        return What::Setup;
+    }
     let Ok(h) = Rtph::parse(tp) else {
         return What::Other;
     };
@@ -369,7 +494,13 @@ fn summarize(tp: &[u8]) -> What {
             psn: h.psn.value(),
             tpmsn: h.tpmsn,
             last: h.last,
-            rtx: false,
+            rtx: matches!(
+                kind,
+                TransmitKind::Data {
+                    retransmission: true,
+                    ..
+                }
+            ),
         },
         TpOpcode::Ack | TpOpcode::AckCc => {
             if h.rspst.is_psn_nak() {
@@ -403,87 +534,130 @@ fn summarize(tp: &[u8]) -> What {
     }
 }
 
-/// One TP channel: the sender at A, the receiver at B.
-struct Chan<'a> {
-    tx: RtpSender<'a>,
-    rx: RtpReceiver<'a>,
-    reasm: Reassembler,
-    /// UDP source port (IP format) or LBF (CNA) of this member.
-    lb: u16,
-    /// Message IDs posted to this channel, in order, not yet delivered.
-    ids: VecDeque<u64>,
-    cur_msg: Vec<u8>,
-}
-
-struct World<'a> {
+struct World {
     sc: Scenario,
     rng: Rng,
     q: Queue,
-    chans: Vec<Chan<'a>>,
-    group: TpGroup,
-    rr: usize,
+    hosts: [Host; 2],
     rep: Report,
-    nic_free: [u64; 2],
     path_free: Vec<[u64; 2]>,
     spray: [u32; 2],
-    next_msg: usize,
-    post_time: Vec<u64>,
-    delivered_count: usize,
-    wake_at: [u64; 2],
     buf: Vec<u8>,
 }
 
-impl World<'_> {
-    fn net_header(&self, to_b: bool, cci: Cci, lb: u16) -> NetHeader {
-        match self.sc.format {
-            Format::Ipv4 => NetHeader::Ip(IpNth {
-                cci,
-                npi: Npi::DEFAULT,
-                ip: IpHdr::V4 {
-                    dscp: 0,
-                    ecn: 0,
-                    ident: 0,
-                    ttl: 64,
-                    src: if to_b { [10, 0, 0, 1] } else { [10, 0, 0, 2] },
-                    dst: if to_b { [10, 0, 0, 2] } else { [10, 0, 0, 1] },
-                },
-                sport: lb,
-            }),
-            Format::Cna24 => NetHeader::Cna24(Nth24 {
-                scna: if to_b { 0x10 } else { 0x20 },
-                dcna: if to_b { 0x20 } else { 0x10 },
-                cci,
-                lbf: (lb & 0xff) as u8,
-                sl: 0,
-                nlp: NLP24_RTPH,
-            }),
+/// The channel configuration a scenario asks for.
+fn channel_config(sc: &Scenario, lb_key: u16, initial_psn: Option<u32>) -> ChannelConfig {
+    ChannelConfig {
+        mode: sc.mode,
+        fast_retransmit: sc.fast,
+        lb: if sc.lb == Lb::PerPacket && !sc.fast {
+            LoadBalance::PerPacket { range_log2: 2 }
+        } else {
+            LoadBalance::PerFlow
+        },
+        lb_key,
+        sl: 0,
+        ooo_window: sc.ooo_window,
+        rx_slots: sc.rx_slots,
+        send_window: sc.window,
+        // One message waits while the previous one is segmented; the
+        // simulator posts just in time (`send_ready`) so that latency is
+        // measured from the moment a message starts.
+        send_queue: 1,
+        rto: match sc.rto {
+            RtoMode::Static(s) => RtoConfig::Static {
+                timeout_us: (s.ns() / 1000) as u32,
+            },
+            RtoMode::Dynamic { base_us, n } => RtoConfig::Dynamic { base_us, n },
+        },
+        retry_limit: sc.retry_limit,
+        mtu: sc.mtu,
+        max_message: u32::MAX,
+        initial_psn,
+        ack_every: sc.ack_every,
+        ack_delay_ns: sc.ack_delay_ns,
+        sack_threshold: sc.sack_threshold,
+        sack_max: sc.sack_max,
+        cc: sc.cc,
+    }
+}
+
+pub(crate) fn host_addr(sc: &Scenario, h: usize) -> Addr {
+    match sc.format {
+        Format::Ipv4 => Addr::Ipv4([10, 0, 0, 1 + h as u8]),
+        Format::Cna24 => Addr::Cna24(0x10 * (1 + h as u32)),
+    }
+}
+
+pub(crate) fn endpoint(sc: &Scenario, h: usize, seed: u64) -> SimEndpoint {
+    let local = match host_addr(sc, h) {
+        Addr::Ipv4(a) => LocalAddrs {
+            ipv4: Some(a),
+            ..LocalAddrs::default()
+        },
+        Addr::Cna24(c) => LocalAddrs {
+            cna24: Some(c),
+            ..LocalAddrs::default()
+        },
+        _ => LocalAddrs::default(),
+    };
+    let cfg = EndpointConfig {
+        local,
+        npi_mode: NpiMode::Strict(Npi::DEFAULT),
+        npi: Npi::DEFAULT,
+        ports: 1,
+        max_packet: MAX_PACKET,
+        max_channels: 64,
+        max_routes: 1,
+        max_groups: 1,
+        datagram_queue: 4,
+        cm: CmTiming {
+            retry_ns: 200_000,
+            max_tries: 60,
+        },
+        accept: Some(channel_config(sc, SPORT, None)),
+        hash_seed: 42 + h as u64,
+        icrc: None,
+    };
+    let mut ep = SimEndpoint::new(cfg, VecStorage, SimRandom(Rng::new(seed))).expect("endpoint");
+    let (_, width) = host_addr(sc, 1 - h).key();
+    ep.add_route(RouteEntry {
+        prefix: 0,
+        prefix_len: 0,
+        width,
+        ports: 1,
+        shortest: 0,
+    })
+    .expect("one route");
+    ep
+}
+
+impl World {
+    fn schedule_wake(&mut self, h: usize, t: u64) {
+        if self.hosts[h].wake_at > t {
+            self.hosts[h].wake_at = t;
+            self.q.push(t, Ev::Wake { h });
         }
     }
 
-    fn schedule_wake(&mut self, b: bool, t: u64) {
-        let i = usize::from(b);
-        if self.wake_at[i] > t {
-            self.wake_at[i] = t;
-            self.q.push(t, Ev::Wake { b });
+    /// The switch and the paths: `bytes` left host `from` at `depart`.
+    fn send(&mut self, now: u64, from: usize, t: Transmit) {
+        let n = t.len;
+        let mut bytes = self.buf[..n].to_vec();
+        let class = t.meta.class;
+        let Ok((net, hlen)) = NetHeader::parse(class, &bytes) else {
+            self.rep
+                .errors
+                .push("endpoint sent an unparsable packet".into());
+            return;
+        };
+        let what = summarize(&bytes[hlen..n - ICRC_LEN], t.kind);
+        if matches!(t.kind, TransmitKind::Data { .. }) {
+            self.rep.data_packets += 1;
         }
-    }
-
-    /// Sends a packet whose transport part is at `buf[hdr..hdr + tp_len]`.
-    fn send(&mut self, now: u64, to_b: bool, net: NetHeader, tp_len: usize, rtx: bool) {
-        let mut buf = std::mem::take(&mut self.buf);
-        let n = finish_packet(&net, &mut buf, tp_len).expect("packet fits");
-        let bytes = buf[..n].to_vec();
-        self.buf = buf;
-        let hlen = net.len();
-        let mut what = summarize(&bytes[hlen..n - 4]);
-        if let What::Data { rtx: r, .. } = &mut what {
-            *r = rtx;
-        }
-        let side = usize::from(!to_b);
         let ser = ((n as f64) / self.sc.nic_rate).ceil() as u64;
-        let depart = self.nic_free[side].max(now) + ser;
-        self.nic_free[side] = depart;
-        // Switch: choose a path.
+        let depart = self.hosts[from].nic_free.max(now) + ser;
+        self.hosts[from].nic_free = depart;
         let entry = RouteEntry {
             prefix: 0,
             prefix_len: 0,
@@ -495,23 +669,25 @@ impl World<'_> {
             per_packet: self.sc.lb == Lb::PerPacket,
             shortest_only: false,
         };
+        let to_b = from == 0;
         let key = FlowKey {
             src: u128::from(to_b),
             dst: u128::from(!to_b),
             lb: net.lb_key(),
             sl: 0,
         };
-        self.spray[side] = self.spray[side].wrapping_add(1);
+        self.spray[from] = self.spray[from].wrapping_add(1);
         let path =
-            usize::from(select_port(&entry, rt, key.hash(42), self.spray[side]).unwrap_or(0));
+            usize::from(select_port(&entry, rt, key.hash(42), self.spray[from]).unwrap_or(0));
+        let dir = if to_b { Dir::AtoB } else { Dir::BtoA };
         let filtered = match self.sc.filter.as_mut() {
-            Some(f) => f(now, if to_b { Dir::AtoB } else { Dir::BtoA }, &what),
+            Some(f) => f(now, dir, &what),
             None => false,
         };
         if self.sc.trace {
             self.rep.trace.push(TraceEntry {
                 t: now,
-                dir: if to_b { Dir::AtoB } else { Dir::BtoA },
+                dir,
                 what,
                 fate: if filtered { Fate::Filtered } else { Fate::Sent },
                 path,
@@ -520,34 +696,19 @@ impl World<'_> {
         if filtered {
             return;
         }
-        self.transit(depart, to_b, net, bytes, path);
-    }
-
-    fn transit(
-        &mut self,
-        depart: u64,
-        to_b: bool,
-        net: NetHeader,
-        mut bytes: Vec<u8>,
-        path: usize,
-    ) {
         let p = self.sc.paths[path].clone();
-        let side = usize::from(!to_b);
-        let ser = ((bytes.len() as f64) / p.rate).ceil() as u64;
+        let side = from;
+        let ser = ((n as f64) / p.rate).ceil() as u64;
         let start = self.path_free[path][side].max(depart);
         let queued = ((start - depart) as f64 * p.rate) as u64;
         self.path_free[path][side] = start + ser;
         let mut arrive = start + ser + p.delay_ns;
-        let class = net.class();
         if let Some(th) = p.mark_threshold {
             if queued > th {
                 // Rewrite the CCI in place: it is masked out of the ICRC.
-                let cci = net.cci().mark(Fecn::Light, true);
-                let off = match class {
-                    PacketClass::Cna24 => 6,
-                    _ => 0,
-                };
-                bytes[off..off + 2].copy_from_slice(&cci.to_u16().to_be_bytes());
+                let mut marked = net;
+                marked.set_cci(net.cci().mark(Fecn::Light, true));
+                let _ = marked.write_cci(&mut bytes);
             }
         }
         let loss = p.loss + if to_b { 0.0 } else { self.sc.ack_loss };
@@ -569,216 +730,201 @@ impl World<'_> {
             let bit = self.rng.below(bytes.len() as u64 * 8);
             bytes[(bit / 8) as usize] ^= 1 << (bit % 8);
         }
+        let to = 1 - from;
         if self.rng.chance(p.dup) {
             self.q.push(
                 arrive + ser,
                 Ev::Arrive {
-                    to_b,
+                    to,
                     class,
                     bytes: bytes.clone(),
                 },
             );
         }
-        self.q.push(arrive, Ev::Arrive { to_b, class, bytes });
+        self.q.push(arrive, Ev::Arrive { to, class, bytes });
     }
 
-    /// Posts waiting messages to the group's members (transactions, not
-    /// packets, are spread).
-    fn post_messages(&mut self, now: u64) {
-        while self.next_msg < self.sc.messages.len() {
-            let chans = &self.chans;
-            let pick = self.group.select(
-                |i| u64::from(chans[i as usize].tx.outstanding()),
-                |i| chans[i as usize].tx.can_post(),
-            );
-            let Some(i) = pick else { break };
-            let len = self.sc.messages[self.next_msg];
-            let c = &mut self.chans[i as usize];
-            if c.tx.post(self.next_msg as u64, len).is_err() {
-                break;
+    /// Posts this host's next messages: on its channel when it would
+    /// start at once, or through its group.
+    fn post(&mut self, h: usize, now: u64) {
+        loop {
+            let host = &mut self.hosts[h];
+            if host.next_msg >= host.messages.len() || host.tpns.is_empty() {
+                return;
             }
-            c.ids.push_back(self.next_msg as u64);
-            self.post_time[self.next_msg] = now;
-            self.next_msg += 1;
-        }
-    }
-
-    fn drive_a(&mut self, now: u64) {
-        for c in &mut self.chans {
-            c.tx.handle_timeout(now);
-        }
-        let n = self.chans.len();
-        'nic: loop {
-            self.post_messages(now);
-            if self.nic_free[0] > now {
-                let t = self.nic_free[0];
-                self.schedule_wake(false, t);
-                break;
+            let ready = host.tpns.iter().any(|&t| host.ep.send_ready(t));
+            if !ready || (host.tpns.len() > 1 && host.group.is_none()) {
+                return;
             }
-            // The NIC serves the channels in turn.
-            for k in 0..n {
-                let i = (self.rr + k) % n;
-                let mut buf = std::mem::take(&mut self.buf);
-                let hoff = self.net_header(true, Cci::DEFAULT, 0).len();
-                let r = self.chans[i].tx.poll_transmit(now, &mut buf[hoff..]);
-                let Ok(Some(pkt)) = r else {
-                    self.buf = buf;
-                    continue;
-                };
-                let start = hoff + pkt.hdr_len;
-                for j in 0..pkt.len {
-                    buf[start + j as usize] = pattern(pkt.token, pkt.offset + j);
+            let i = host.next_msg;
+            let len = host.messages[i];
+            let token = i as u64 + if h == 0 { 0 } else { REVERSE };
+            let r = match host.group {
+                Some(g) => host.ep.send_group(g, token, len),
+                None => host
+                    .ep
+                    .send(host.tpns[0], token, len)
+                    .map(|()| host.tpns[0]),
+            };
+            match r {
+                Ok(tpn) => {
+                    host.posted.entry(tpn).or_default().push_back(i as u64);
+                    host.post_time[i] = now;
+                    host.next_msg += 1;
                 }
-                let pad_start = start + pkt.len as usize;
-                buf[pad_start..pad_start + usize::from(pkt.padding)].fill(0);
-                let tp_len = pkt.hdr_len + pkt.len as usize + usize::from(pkt.padding);
-                self.buf = buf;
-                self.rep.data_packets += 1;
-                let net = self.net_header(true, pkt.cci, self.chans[i].lb);
-                self.send(now, true, net, tp_len, pkt.retransmission);
-                self.rr = (i + 1) % n;
-                continue 'nic;
-            }
-            break;
-        }
-        for c in &mut self.chans {
-            while let Some(ev) = c.tx.poll_event() {
-                match ev {
-                    TxEvent::MessageAcked { .. } => self.rep.acked += 1,
-                    TxEvent::ChannelError => self.rep.channel_error = true,
-                }
-            }
-        }
-        let next = self.chans.iter().filter_map(|c| c.tx.poll_timeout()).min();
-        if let Some(d) = next {
-            self.schedule_wake(false, d.max(now));
-        }
-    }
-
-    fn deliver(&mut self, ch: usize, now: u64, tpmsn: u32, last: bool, payload: &[u8]) {
-        let c = &mut self.chans[ch];
-        match c.reasm.on_packet(tpmsn, last, payload.len() as u32) {
-            Ok(Segment::Partial { offset, .. }) => {
-                if offset as usize != c.cur_msg.len() {
-                    self.rep
-                        .errors
-                        .push(format!("offset {offset} != {}", c.cur_msg.len()));
-                }
-                c.cur_msg.extend_from_slice(payload);
-            }
-            Ok(Segment::Complete { len, .. }) => {
-                c.cur_msg.extend_from_slice(payload);
-                let Some(id) = c.ids.pop_front() else {
-                    self.rep
-                        .errors
-                        .push(format!("channel {ch}: message nobody posted"));
+                Err(SendError::WouldBlock) => return,
+                Err(e) => {
+                    self.rep.errors.push(format!("host {h}: send: {e:?}"));
                     return;
-                };
-                let want = self.sc.messages.get(id as usize).copied();
-                if want != Some(len) || c.cur_msg.len() != len as usize {
-                    self.rep
-                        .errors
-                        .push(format!("message {id}: length {len}, wanted {want:?}"));
-                } else if let Some(off) =
-                    (0..len).find(|&o| c.cur_msg[o as usize] != pattern(id, o))
-                {
-                    self.rep
-                        .errors
-                        .push(format!("message {id}: byte {off} wrong"));
                 }
-                c.cur_msg.clear();
+            }
+        }
+    }
+
+    fn on_event(&mut self, h: usize, ev: Event) {
+        match ev {
+            Event::Incoming { tpn, .. } => {
+                let host = &mut self.hosts[h];
+                host.tpns.push(tpn);
+                let n = self.sc.channels.clamp(1, 32) as usize;
+                if host.tpns.len() == n && n > 1 && !host.messages.is_empty() {
+                    host.group = host.ep.create_group(&host.tpns, self.sc.tpg_policy).ok();
+                }
+            }
+            Event::MessageAcked { .. } => {
+                self.hosts[h].acked += 1;
+                if h == 0 {
+                    self.rep.acked += 1;
+                } else {
+                    self.rep.reverse_acked += 1;
+                }
+            }
+            Event::ChannelError { .. } => self.rep.channel_error = true,
+            _ => {}
+        }
+    }
+
+    /// Runs host `h`'s endpoint in its call order: timers, events, then
+    /// transmit while the NIC is free, then the next deadline.
+    fn drive(&mut self, h: usize, now: u64) {
+        if self.hosts[h].ep.poll_timeout().is_some_and(|d| d <= now) {
+            self.hosts[h].ep.handle_timeout(now);
+        }
+        loop {
+            while let Some(ev) = self.hosts[h].ep.poll_event() {
+                self.on_event(h, ev);
+            }
+            self.post(h, now);
+            if self.hosts[h].nic_free > now {
+                let t = self.hosts[h].nic_free;
+                self.schedule_wake(h, t);
+                break;
+            }
+            let mut buf = std::mem::take(&mut self.buf);
+            let r = self.hosts[h]
+                .ep
+                .poll_transmit(now, &mut buf, &mut PatternSource);
+            self.buf = buf;
+            match r {
+                Ok(Some(t)) => self.send(now, h, t),
+                Ok(None) => break,
+                Err(e) => {
+                    self.rep.errors.push(format!("host {h}: transmit: {e:?}"));
+                    break;
+                }
+            }
+        }
+        if let Some(d) = self.hosts[h].ep.poll_timeout() {
+            // A deadline that is already due waits for the NIC.
+            let t = if d <= now {
+                self.hosts[h].nic_free.max(now + 1)
+            } else {
+                d
+            };
+            self.schedule_wake(h, t);
+        }
+    }
+
+    fn on_arrive(&mut self, now: u64, to: usize, class: PacketClass, bytes: &[u8]) {
+        let host = &mut self.hosts[to];
+        host.ep
+            .handle_packet(now, 0, class.cfg(), bytes, &mut host.sink);
+        let done = std::mem::take(&mut host.sink.done);
+        self.rep.errors.append(&mut host.sink.errors);
+        for (rx_tpn, msg) in done {
+            let from = 1 - to;
+            let tx_tpn = self.hosts[to].ep.peer_tpn(rx_tpn).unwrap_or(0);
+            let Some(id) = self.hosts[from]
+                .posted
+                .get_mut(&tx_tpn)
+                .and_then(VecDeque::pop_front)
+            else {
+                self.rep.errors.push(format!(
+                    "host {to}: channel {rx_tpn}: message nobody posted"
+                ));
+                continue;
+            };
+            let token = id + if from == 0 { 0 } else { REVERSE };
+            let want = self.hosts[from].messages.get(id as usize).copied();
+            let len = msg.len() as u32;
+            if want != Some(len) {
+                self.rep
+                    .errors
+                    .push(format!("message {id}: length {len}, wanted {want:?}"));
+            } else if let Some(off) = (0..len).find(|&o| msg[o as usize] != pattern(token, o)) {
+                self.rep
+                    .errors
+                    .push(format!("message {id}: byte {off} wrong"));
+            }
+            if from == 0 {
                 self.rep.delivered.push((id, now));
-                if let Some(&t0) = self.post_time.get(id as usize) {
+                if let Some(&t0) = self.hosts[0].post_time.get(id as usize) {
                     self.rep.latencies.push(now - t0);
                 }
                 self.rep.bytes += u64::from(len);
                 self.rep.end_ns = now;
-                self.delivered_count += 1;
+            } else {
+                self.rep.reverse_delivered.push((id, now));
             }
-            Err(e) => self.rep.errors.push(format!("reassembly: {e:?}")),
-        }
-    }
-
-    fn on_arrive_b(&mut self, now: u64, class: PacketClass, bytes: &[u8]) {
-        let Ok((net, tp)) = open_packet(class, bytes) else {
-            self.rep.icrc_drops += 1;
-            return;
-        };
-        let Ok(h) = Rtph::parse(tp) else {
-            self.rep.icrc_drops += 1;
-            return;
-        };
-        let Some(ch) = h
-            .dst_tpn
-            .checked_sub(TPN_B)
-            .map(|i| i as usize)
-            .filter(|&i| i < self.chans.len())
-        else {
-            return;
-        };
-        let Ok(payload) = strip(tp, RTPH_LEN, h.padding) else {
-            return;
-        };
-        let units = (tp.len() + 4) as u32;
-        if self.chans[ch]
-            .rx
-            .handle_data(now, &h, payload, units, net.cci())
-            == RxVerdict::Deliver
-        {
-            let payload = payload.to_vec();
-            self.deliver(ch, now, h.tpmsn, h.last, &payload);
-        }
-        while let Some(p) = self.chans[ch].rx.next_held() {
-            let (tpmsn, last, data) = (p.tpmsn, p.last, p.payload.to_vec());
-            self.deliver(ch, now, tpmsn, last, &data);
-        }
-    }
-
-    fn drive_b(&mut self, now: u64) {
-        for i in 0..self.chans.len() {
-            loop {
-                let mut buf = std::mem::take(&mut self.buf);
-                let hoff = self.net_header(false, Cci::DEFAULT, 0).len();
-                let r = self.chans[i].rx.poll_transmit(now, &mut buf[hoff..]);
-                self.buf = buf;
-                let Ok(Some(n)) = r else { break };
-                let net = self.net_header(false, Cci::DEFAULT, self.chans[i].lb);
-                self.send(now, false, net, n, false);
-            }
-        }
-        let next = self.chans.iter().filter_map(|c| c.rx.poll_timeout()).min();
-        if let Some(d) = next {
-            self.schedule_wake(true, d.max(now));
-        }
-    }
-
-    fn on_arrive_a(&mut self, now: u64, class: PacketClass, bytes: &[u8]) {
-        let Ok((_, tp)) = open_packet(class, bytes) else {
-            self.rep.icrc_drops += 1;
-            return;
-        };
-        let Ok(h) = Rtph::parse(tp) else {
-            self.rep.icrc_drops += 1;
-            return;
-        };
-        if let Some(c) = h
-            .dst_tpn
-            .checked_sub(TPN_A)
-            .and_then(|i| self.chans.get_mut(i as usize))
-        {
-            let _ = c.tx.handle_response(now, tp);
         }
     }
 
     fn done(&self) -> bool {
         self.rep.channel_error
-            || (self.delivered_count == self.sc.messages.len()
-                && self.next_msg == self.sc.messages.len()
-                && self.chans.iter().all(|c| c.tx.is_idle()))
+            || (self.rep.delivered.len() == self.hosts[0].messages.len()
+                && self.rep.reverse_delivered.len() == self.hosts[1].messages.len()
+                && self
+                    .hosts
+                    .iter()
+                    .all(|h| h.acked == h.messages.len() as u64))
     }
 
     fn run(&mut self) {
-        self.drive_a(0);
+        let n = self.sc.channels.clamp(1, 32);
+        let remote = host_addr(&self.sc, 1);
+        for i in 0..n {
+            let lb = match self.sc.format {
+                Format::Ipv4 => member_sport(SPORT, i),
+                Format::Cna24 => u16::from(member_lbf(SPORT as u8, i)),
+            };
+            let psn = self.sc.initial_psn.wrapping_add(i * 1000) & 0xff_ffff;
+            let cfg = channel_config(&self.sc, lb, Some(psn));
+            match self.hosts[0].ep.connect(0, remote, i, cfg) {
+                Ok(tpn) => self.hosts[0].tpns.push(tpn),
+                Err(e) => {
+                    self.rep.errors.push(format!("connect: {e:?}"));
+                    return;
+                }
+            }
+        }
+        if n > 1 {
+            let tpns = self.hosts[0].tpns.clone();
+            self.hosts[0].group = self.hosts[0]
+                .ep
+                .create_group(&tpns, self.sc.tpg_policy)
+                .ok();
+        }
+        self.drive(0, 0);
         loop {
             let Some((now, ev)) = self.q.pop() else {
                 self.rep.stalled = !self.done();
@@ -789,32 +935,15 @@ impl World<'_> {
                 break;
             }
             match ev {
-                Ev::Arrive {
-                    to_b: true,
-                    class,
-                    bytes,
-                } => {
-                    self.on_arrive_b(now, class, &bytes);
-                    self.drive_b(now);
+                Ev::Arrive { to, class, bytes } => {
+                    self.on_arrive(now, to, class, &bytes);
+                    self.drive(to, now);
                 }
-                Ev::Arrive {
-                    to_b: false,
-                    class,
-                    bytes,
-                } => {
-                    self.on_arrive_a(now, class, &bytes);
-                    self.drive_a(now);
-                }
-                Ev::Wake { b } => {
-                    let i = usize::from(b);
-                    if self.wake_at[i] == now {
-                        self.wake_at[i] = u64::MAX;
+                Ev::Wake { h } => {
+                    if self.hosts[h].wake_at == now {
+                        self.hosts[h].wake_at = u64::MAX;
                     }
-                    if b {
-                        self.drive_b(now);
-                    } else {
-                        self.drive_a(now);
-                    }
+                    self.drive(h, now);
                 }
             }
             if self.done() {
@@ -822,84 +951,70 @@ impl World<'_> {
             }
         }
     }
-}
 
-/// Per-channel storage, allocated before the engines borrow it.
-struct Storage {
-    tx_slots: Vec<TxSlot>,
-    bitmap: Vec<u64>,
-    meta: Vec<SlotMeta>,
-    data: Vec<u8>,
-}
-
-/// Runs a scenario to completion (all messages acknowledged), channel
-/// error, or `max_time_ns`.
-pub fn run(sc: Scenario) -> Report {
-    let slots = sc.rx_slots as usize;
-    let nch = sc.channels.clamp(1, 32);
-    let mut stores: Vec<Storage> = (0..nch)
-        .map(|_| Storage {
-            tx_slots: vec![TxSlot::default(); sc.window as usize],
-            bitmap: vec![0u64; slots.div_ceil(64)],
-            meta: vec![SlotMeta::default(); slots],
-            data: vec![0u8; slots * sc.mtu as usize],
-        })
-        .collect();
-    let mut chans = Vec::new();
-    for (i, st) in stores.iter_mut().enumerate() {
-        let i = i as u32;
-        let txc = TxConfig {
-            mode: sc.mode,
-            fast_retransmit: sc.fast,
-            rto: sc.rto,
-            retry_limit: sc.retry_limit,
-            max_window: sc.window,
-            mtu: sc.mtu,
-            local_tpn: TPN_A + i,
-            peer_tpn: TPN_B + i,
-            initial_psn: Psn::new(sc.initial_psn.wrapping_add(i * 1000)),
-            overhead: (RTPH_LEN + 4) as u32,
-            cc: sc.cc,
-            cetph: sc.cetph,
-        };
-        let rxc = RxConfig {
-            mode: RxMode::for_combination(sc.mode, sc.fast),
-            local_tpn: TPN_B + i,
-            peer_tpn: TPN_A + i,
-            initial_psn: Psn::new(sc.initial_psn.wrapping_add(i * 1000)),
-            ooo_window: sc.ooo_window,
-            ack_every: sc.ack_every,
-            ack_delay_ns: sc.ack_delay_ns,
-            sack_threshold: sc.sack_threshold,
-            sack_max: sc.sack_max,
-            cc: sc.cetph,
-        };
-        let tx = RtpSender::new(txc, &mut st.tx_slots).expect("sender config");
-        let rx = RtpReceiver::new(
-            rxc,
-            RxStorage {
-                bitmap: &mut st.bitmap,
-                meta: &mut st.meta,
-                data: &mut st.data,
-            },
-        )
-        .expect("receiver config");
-        let lb = match sc.format {
-            Format::Ipv4 => member_sport(SPORT, i),
-            Format::Cna24 => u16::from(member_lbf(SPORT as u8, i)),
-        };
-        chans.push(Chan {
-            tx,
-            rx,
-            reasm: Reassembler::new(0, sc.mtu, u32::MAX),
-            lb,
-            ids: VecDeque::new(),
-            cur_msg: Vec::new(),
-        });
+    fn finish(mut self) -> Report {
+        for (h, host) in self.hosts.iter().enumerate() {
+            let net = *host.ep.net_counters();
+            self.rep.icrc_drops += net.icrc_drops + net.malformed;
+            self.rep.net[h] = net;
+            for &tpn in &host.tpns {
+                let (Some(t), Some(r)) = (host.ep.sender_stats(tpn), host.ep.receiver_stats(tpn))
+                else {
+                    continue;
+                };
+                let w = &mut self.rep;
+                w.tx.sent += t.sent;
+                w.tx.retransmitted += t.retransmitted;
+                w.tx.timeouts += t.timeouts;
+                w.tx.fast_queued += t.fast_queued;
+                w.tx.max_outstanding = w.tx.max_outstanding.max(t.max_outstanding);
+                w.rx.in_order += r.in_order;
+                w.rx.held += r.held;
+                w.rx.duplicates += r.duplicates;
+                w.rx.ooo_dropped += r.ooo_dropped;
+                w.rx.unrecordable += r.unrecordable;
+                w.rx.invalid += r.invalid;
+                w.rx.acks += r.acks;
+                w.rx.naks += r.naks;
+                w.rx.sacks += r.sacks;
+                if let Some(cc) = host.ep.congestion(tpn).filter(|_| t.sent > 0) {
+                    w.cc_decreases += cc.decreases();
+                    w.final_cw = w.final_cw.max(cc.cw());
+                }
+                if h == 0 {
+                    w.per_channel_packets.push(t.sent);
+                }
+                if let Some(k) = host.ep.counters(tpn) {
+                    w.channels.push(k);
+                }
+            }
+        }
+        self.rep.max_outstanding = self.rep.tx.max_outstanding;
+        self.rep
     }
+}
+
+/// Runs a scenario to completion (all messages both ways delivered and
+/// acknowledged), channel error, or `max_time_ns`.
+pub fn run(sc: Scenario) -> Report {
     let npaths = sc.paths.len();
-    let nmsg = sc.messages.len();
-    let group = TpGroup::new(nch, sc.tpg_policy).expect("1..=32 members");
+    let host = |h: usize, messages: Vec<u32>| Host {
+        ep: endpoint(&sc, h, sc.seed.wrapping_mul(31).wrapping_add(h as u64)),
+        sink: Collector::default(),
+        tpns: Vec::new(),
+        group: None,
+        posted: HashMap::new(),
+        post_time: vec![0; messages.len()],
+        messages,
+        next_msg: 0,
+        acked: 0,
+        nic_free: 0,
+        wake_at: u64::MAX,
+    };
+    let hosts = [
+        host(0, sc.messages.clone()),
+        host(1, sc.reverse_messages.clone()),
+    ];
     let mut w = World {
         rng: Rng::new(sc.seed),
         q: Queue {
@@ -907,43 +1022,15 @@ pub fn run(sc: Scenario) -> Report {
             evs: Vec::new(),
             seq: 0,
         },
-        chans,
-        group,
-        rr: 0,
+        hosts,
         rep: Report::default(),
-        nic_free: [0; 2],
         path_free: vec![[0; 2]; npaths],
         spray: [0; 2],
-        next_msg: 0,
-        post_time: vec![0; nmsg],
-        delivered_count: 0,
-        wake_at: [u64::MAX; 2],
-        buf: vec![0u8; BUF],
+        buf: vec![0u8; MAX_PACKET as usize],
         sc,
     };
     w.run();
-    for c in &w.chans {
-        let (t, r) = (c.tx.stats(), c.rx.stats());
-        w.rep.tx.sent += t.sent;
-        w.rep.tx.retransmitted += t.retransmitted;
-        w.rep.tx.timeouts += t.timeouts;
-        w.rep.tx.fast_queued += t.fast_queued;
-        w.rep.tx.max_outstanding = w.rep.tx.max_outstanding.max(t.max_outstanding);
-        w.rep.rx.in_order += r.in_order;
-        w.rep.rx.held += r.held;
-        w.rep.rx.duplicates += r.duplicates;
-        w.rep.rx.ooo_dropped += r.ooo_dropped;
-        w.rep.rx.unrecordable += r.unrecordable;
-        w.rep.rx.invalid += r.invalid;
-        w.rep.rx.acks += r.acks;
-        w.rep.rx.naks += r.naks;
-        w.rep.rx.sacks += r.sacks;
-        w.rep.cc_decreases += c.tx.cc().decreases();
-        w.rep.final_cw = w.rep.final_cw.max(c.tx.cc().cw());
-        w.rep.per_channel_packets.push(c.tx.stats().sent);
-    }
-    w.rep.max_outstanding = w.rep.tx.max_outstanding;
-    w.rep
+    w.finish()
 }
 
 /// Four paths of different delays (1, 1.5, 2, 2.5 µs) with the given

@@ -64,7 +64,8 @@ enum Cmd {
     /// Stress: many seeds of every combination under heavy, varied
     /// impairments (up to 30 % data and 60 % response loss, duplication,
     /// corruption, small windows, bitmaps and receive slots, both header
-    /// formats, CAQM/LDCP, channel groups); fails on any delivery error.
+    /// formats, CAQM/LDCP, channel groups), with messages both ways at
+    /// once; fails on any delivery error.
     Sweep {
         /// Number of seeds (1 to 1000000).
         #[arg(long, default_value_t = 50, value_parser = seed_count)]
@@ -324,24 +325,35 @@ fn sweep(first: u64, last: u64) -> Result<()> {
                 if group {
                     sc.channels = 3;
                 }
+                // Traffic both ways at once over the same channels.
+                sc.reverse_messages = (0..20)
+                    .map(|i| 1 + ((i * 104_729 + seed as u32 * 17) % 70_000))
+                    .collect();
                 let n = sc.messages.len() as u64;
+                let m = sc.reverse_messages.len() as u64;
                 let r = run(sc);
                 runs += 1;
                 let mut ids: Vec<u64> = r.delivered.iter().map(|d| d.0).collect();
+                let mut rids: Vec<u64> = r.reverse_delivered.iter().map(|d| d.0).collect();
                 if group {
                     // A group orders messages per channel only.
                     ids.sort_unstable();
+                    rids.sort_unstable();
                 }
                 if !r.errors.is_empty()
                     || r.channel_error
                     || ids != (0..n).collect::<Vec<_>>()
                     || r.acked != n
+                    || rids != (0..m).collect::<Vec<_>>()
+                    || r.reverse_acked != m
                 {
                     fails += 1;
                     println!(
-                        "FAIL seed {seed} {name} {lb:?} loss {loss}: delivered {} acked {} channel error {} first error {:?} timeouts {} last delivery {} ns stalled {} stopped at {} ns",
+                        "FAIL seed {seed} {name} {lb:?} loss {loss}: delivered {} acked {} (reverse {} {}) channel error {} first error {:?} timeouts {} last delivery {} ns stalled {} stopped at {} ns",
                         ids.len(),
                         r.acked,
+                        rids.len(),
+                        r.reverse_acked,
                         r.channel_error,
                         r.errors.first(),
                         r.tx.timeouts,

@@ -24,7 +24,7 @@ fn data(t: &TraceEntry) -> Option<(u32, bool)> {
 fn responses(trace: &[TraceEntry]) -> Vec<(u64, What)> {
     trace
         .iter()
-        .filter(|t| t.dir == Dir::BtoA)
+        .filter(|t| t.dir == Dir::BtoA && t.what != What::Setup)
         .map(|t| (t.t, t.what.clone()))
         .collect()
 }

@@ -73,10 +73,10 @@ fn bench(mode: RetransmitMode, fast: bool, ack_every: u16, full: bool, packets: 
             cc: CcConfig::NONE,
             cetph: None,
         },
-        &mut slots,
+        &mut slots[..],
     )
     .unwrap();
-    let mut bitmap = vec![0u64; 4];
+    let mut bitmap = [0u64; 4];
     let mut meta = vec![SlotMeta::default(); 256];
     let mut data = vec![0u8; 256 * MTU as usize];
     let mut rx = RtpReceiver::new(
@@ -93,9 +93,9 @@ fn bench(mode: RetransmitMode, fast: bool, ack_every: u16, full: bool, packets: 
             cc: None,
         },
         RxStorage {
-            bitmap: &mut bitmap,
-            meta: &mut meta,
-            data: &mut data,
+            bitmap: &mut bitmap[..],
+            meta: &mut meta[..],
+            data: &mut data[..],
         },
     )
     .unwrap();

@@ -24,6 +24,7 @@
 
 pub mod controller;
 pub mod crc;
+pub mod host;
 pub mod link;
 pub mod net;
 pub mod testvec;

@@ -173,11 +173,11 @@ impl RxBuf {
             data: vec![0; slots * 64],
         }
     }
-    fn store(&mut self) -> RxStorage<'_> {
+    fn store(&mut self) -> RxStorage<&mut [u64], &mut [SlotMeta], &mut [u8]> {
         RxStorage {
-            bitmap: &mut self.bitmap,
-            meta: &mut self.meta,
-            data: &mut self.data,
+            bitmap: &mut self.bitmap[..],
+            meta: &mut self.meta[..],
+            data: &mut self.data[..],
         }
     }
 }
@@ -187,7 +187,10 @@ fn pkt(psn: u32) -> Rtph {
 }
 
 /// Decoded response: (opcode, rspst, psn, sack bits).
-fn resp(rx: &mut RtpReceiver<'_>, now: u64) -> Option<(TpOpcode, Rspst, u32, Vec<bool>)> {
+fn resp(
+    rx: &mut RtpReceiver<&mut [u64], &mut [SlotMeta], &mut [u8]>,
+    now: u64,
+) -> Option<(TpOpcode, Rspst, u32, Vec<bool>)> {
     let mut b = [0u8; 256];
     let n = rx.poll_transmit(now, &mut b).unwrap()?;
     let h = Rtph::parse(&b[..n]).unwrap();
@@ -424,8 +427,11 @@ fn tx_cfg(mode: RetransmitMode, fast: bool, rto: RtoMode, retry_limit: u8) -> Tx
 fn dynamic_rto_sequence_and_retry_limit() {
     let rto = RtoMode::Dynamic { base_us: 20, n: 3 };
     let mut slots = vec![TxSlot::default(); 16];
-    let mut tx =
-        RtpSender::new(tx_cfg(RetransmitMode::Selective, false, rto, 6), &mut slots).unwrap();
+    let mut tx = RtpSender::new(
+        tx_cfg(RetransmitMode::Selective, false, rto, 6),
+        &mut slots[..],
+    )
+    .unwrap();
     tx.post(7, 100).unwrap();
     let mut out = [0u8; 64];
     let first = tx.poll_transmit(0, &mut out).unwrap().unwrap();
@@ -472,21 +478,21 @@ fn window_limits() {
     let mut slots = vec![TxSlot::default(); 16];
     cfg.max_window = MAX_SEND_WINDOW + 1;
     assert_eq!(
-        RtpSender::new(cfg, &mut slots).err(),
+        RtpSender::new(cfg, &mut slots[..]).err(),
         Some(TxSetupError::Window)
     );
     cfg.max_window = 17;
     assert_eq!(
-        RtpSender::new(cfg, &mut slots).err(),
+        RtpSender::new(cfg, &mut slots[..]).err(),
         Some(TxSetupError::Window)
     );
     let mut odd = vec![TxSlot::default(); 12];
     assert_eq!(
-        RtpSender::new(cfg, &mut odd).err(),
+        RtpSender::new(cfg, &mut odd[..]).err(),
         Some(TxSetupError::Slots)
     );
     cfg.max_window = 8;
-    let mut tx = RtpSender::new(cfg, &mut slots).unwrap();
+    let mut tx = RtpSender::new(cfg, &mut slots[..]).unwrap();
     tx.post(1, 1024 * 100).unwrap();
     let mut out = [0u8; 64];
     let mut n = 0;
@@ -503,7 +509,11 @@ fn window_limits() {
 fn gbn_fast_retransmit_on_tpnak_and_segmentation() {
     let rto = RtoMode::Static(StaticRto::Ms16);
     let mut slots = vec![TxSlot::default(); 16];
-    let mut tx = RtpSender::new(tx_cfg(RetransmitMode::GoBackN, true, rto, 3), &mut slots).unwrap();
+    let mut tx = RtpSender::new(
+        tx_cfg(RetransmitMode::GoBackN, true, rto, 3),
+        &mut slots[..],
+    )
+    .unwrap();
     let mut rcfg = rx_cfg(RxMode::GoBackNNak);
     rcfg.initial_psn = Psn::new(0xff_fffc);
     rcfg.local_tpn = 2;

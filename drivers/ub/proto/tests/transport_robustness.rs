@@ -80,7 +80,7 @@ fn receivers_survive_random_psns_and_keep_delivering_in_order() {
     let mut r = Rng(99);
     for (mode, fast) in cfgs() {
         for cc in [None, Some(CetphKind::Caqm), Some(CetphKind::Ldcp)] {
-            let mut bitmap = vec![0u64; 2];
+            let mut bitmap = [0u64; 2];
             let mut meta = vec![SlotMeta::default(); 128];
             let mut data = vec![0u8; 128 * 32];
             let init = Psn::new(r.next() as u32);
@@ -98,9 +98,9 @@ fn receivers_survive_random_psns_and_keep_delivering_in_order() {
                     cc,
                 },
                 RxStorage {
-                    bitmap: &mut bitmap,
-                    meta: &mut meta,
-                    data: &mut data,
+                    bitmap: &mut bitmap[..],
+                    meta: &mut meta[..],
+                    data: &mut data[..],
                 },
             )
             .unwrap();
@@ -170,7 +170,7 @@ fn senders_survive_random_responses() {
                     },
                     cetph,
                 },
-                &mut slots,
+                &mut slots[..],
             )
             .unwrap();
             let mut out = [0u8; 64];

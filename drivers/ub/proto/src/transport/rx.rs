@@ -94,14 +94,19 @@ pub struct SlotMeta {
 /// Caller-provided storage for out-of-order packets: `meta.len()` slots (a
 /// power of two, at most the OOO window), each of `data.len() /
 /// meta.len()` bytes, and a bitmap of at least `meta.len()` bits.
+///
+/// Each part is any `DerefMut` to a slice: borrowed slices (`&mut [u64]`)
+/// or owned buffers (`Vec`, the kernel's `KVec`) allocated fallibly when
+/// the channel is created, so that a receiver can be stored in a
+/// driver-owned struct without borrowing caller storage.
 #[derive(Debug)]
-pub struct RxStorage<'a> {
+pub struct RxStorage<B, M, D> {
     /// One bit per slot: the slot holds an undelivered packet.
-    pub bitmap: &'a mut [u64],
+    pub bitmap: B,
     /// Per-slot metadata.
-    pub meta: &'a mut [SlotMeta],
+    pub meta: M,
     /// Payload bytes.
-    pub data: &'a mut [u8],
+    pub data: D,
 }
 
 /// What to do with a received data packet.
@@ -166,11 +171,12 @@ pub struct HeldPacket<'b> {
     pub payload: &'b [u8],
 }
 
-/// The receiving half of an RTP channel.
+/// The receiving half of an RTP channel, over [`RxStorage`] parts `B`
+/// (bitmap words), `M` (slot metadata) and `D` (payload bytes).
 #[derive(Debug)]
-pub struct RtpReceiver<'a> {
+pub struct RtpReceiver<B, M, D> {
     cfg: RxConfig,
-    store: RxStorage<'a>,
+    store: RxStorage<B, M, D>,
     cap: u32,
     slot_bytes: usize,
     epsn: Psn,
@@ -192,21 +198,31 @@ pub struct RtpReceiver<'a> {
 pub enum RxSetupError {
     /// OOO window not in {128, 256, 512, 1024, 2048}.
     Window,
-    /// Storage not a power of two, larger than the window, or inconsistent.
+    /// Slot count not a power of two, or bitmap too short for the slots.
     Storage,
 }
 
-impl<'a> RtpReceiver<'a> {
+impl<B, M, D> RtpReceiver<B, M, D>
+where
+    B: core::ops::DerefMut<Target = [u64]>,
+    M: core::ops::DerefMut<Target = [SlotMeta]>,
+    D: core::ops::DerefMut<Target = [u8]>,
+{
     /// A receiver over `store`. GBN with fast retransmission needs no
     /// storage (pass empty slices).
-    pub fn new(cfg: RxConfig, store: RxStorage<'a>) -> Result<Self, RxSetupError> {
+    pub fn new(cfg: RxConfig, mut store: RxStorage<B, M, D>) -> Result<Self, RxSetupError> {
         if !cfg.ooo_window.is_power_of_two() || !(128..=MAX_OOO_WINDOW).contains(&cfg.ooo_window) {
             return Err(RxSetupError::Window);
         }
-        let cap = u32::try_from(store.meta.len()).map_err(|_| RxSetupError::Storage)?;
-        if cap != 0 && (!cap.is_power_of_two() || cap > cfg.ooo_window) {
+        let slots = u32::try_from(store.meta.len()).map_err(|_| RxSetupError::Storage)?;
+        if slots != 0 && !slots.is_power_of_two() {
             return Err(RxSetupError::Storage);
         }
+        // More slots than the window can never be used (an OOO packet lies
+        // within W of EPSN): a channel whose negotiated window came out
+        // smaller than the storage allocated for the proposal uses the
+        // first W slots.
+        let cap = core::cmp::min(slots, cfg.ooo_window);
         if store.bitmap.len().saturating_mul(64) < store.meta.len() {
             return Err(RxSetupError::Storage);
         }

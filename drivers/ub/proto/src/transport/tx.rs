@@ -193,11 +193,13 @@ struct CurMsg {
     tpmsn: u32,
 }
 
-/// The sending half of an RTP channel.
+/// The sending half of an RTP channel, over slot storage `S` (a borrowed
+/// `&mut [TxSlot]`, or an owned buffer such as `Vec` / `KVec` that the
+/// caller allocated fallibly when the channel was created).
 #[derive(Debug)]
-pub struct RtpSender<'a> {
+pub struct RtpSender<S> {
     cfg: TxConfig,
-    slots: &'a mut [TxSlot],
+    slots: S,
     mask: u32,
     una: Psn,
     nxt: Psn,
@@ -230,9 +232,9 @@ pub struct RtpSender<'a> {
     stats: TxStats,
 }
 
-impl<'a> RtpSender<'a> {
+impl<S: core::ops::DerefMut<Target = [TxSlot]>> RtpSender<S> {
     /// A sender over `slots` (a power of two, at least `max_window`).
-    pub fn new(cfg: TxConfig, slots: &'a mut [TxSlot]) -> Result<Self, TxSetupError> {
+    pub fn new(cfg: TxConfig, slots: S) -> Result<Self, TxSetupError> {
         let n = u32::try_from(slots.len()).map_err(|_| TxSetupError::Slots)?;
         if !n.is_power_of_two() {
             return Err(TxSetupError::Slots);
