@@ -294,3 +294,65 @@ fn a_new_retry_req_set_whose_retry_idle_was_lost_is_answered() {
         );
     }
 }
+
+/// Defect 1, non-CRC mode: without a BCRC a delivered flit is never a
+/// damaged copy (the PHY's FEC reports errors as lost flits), and a real
+/// one-flit block can lie within 3 bits of the Retry_Ack: here a
+/// Param_Exchg whose word repeats the Ack's bytes 8-11. Only exact copies
+/// are consumed in that mode, so the Param_Exchg after the set is
+/// accepted and delivered.
+#[test]
+fn non_crc_mode_consumes_only_exact_copies_of_the_retry_ack() {
+    let mut c = cfg();
+    c.mode = Mode::NonCrc;
+    let mut sim = Sim::new(c, c, 512, 512, 7);
+    assert!(sim.bring_up(10_000));
+    sim.run_while(200, |_| true);
+    let now = sim.now;
+    let mut sink = Collector::default();
+    let encode = |cb: ControlBlock| {
+        let mut f = [0u8; FLIT_BYTES];
+        cb.encode(Mode::NonCrc, &mut f).unwrap();
+        f
+    };
+    // Move RcvPtr to a power of two (one bit set) with NOBs.
+    while sim.b.rcv_ptr().count_ones() != 1 {
+        sim.b
+            .handle_receive(now, &encode(ControlBlock::Nob), &mut sink);
+    }
+    sim.b.receive_error(now, 1);
+    sim.b
+        .poll_transmit(now, &mut vec![0u8; 8192], &mut Queues::default());
+    assert_eq!(sim.b.retry_req_state(), RetryReqState::Wait);
+    let rcv = sim.b.rcv_ptr();
+    let ack = encode(ControlBlock::RetryAck(RetryAck {
+        num_retry: 0,
+        num_free_buf: 0x0102,
+        rd_ptr: rcv,
+        wr_ptr: 0,
+    }));
+    let mut words = [0u32; 32];
+    words[0] = u32::from_be_bytes([ack[8], ack[9], ack[10], ack[11]]);
+    let param = encode(ControlBlock::ParamExchg(ub_proto::link::ctrl::ParamExchg {
+        len: 1,
+        words,
+    }));
+    let distance: u32 = ack
+        .iter()
+        .zip(param.iter())
+        .map(|(a, b)| (a ^ b).count_ones())
+        .sum();
+    assert!(distance <= ub_proto::link::engine::ACK_COPY_MAX_DAMAGE);
+    // The Retry_Idle and the first four copies are lost (FEC), the other
+    // 28 arrive, then the Param_Exchg.
+    sim.b.receive_error(now, 5);
+    let mut stream = Vec::new();
+    for _ in 0..28 {
+        stream.extend_from_slice(&ack);
+    }
+    stream.extend_from_slice(&param);
+    sim.b.handle_receive(now, &stream, &mut sink);
+    assert_eq!(sim.b.retry_req_state(), RetryReqState::Normal);
+    assert_eq!(sim.b.rcv_ptr(), rcv + 1, "the Param_Exchg after the set");
+    assert_eq!(sink.params, 1);
+}

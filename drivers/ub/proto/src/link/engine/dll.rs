@@ -48,6 +48,7 @@ impl Dll {
         }
     }
 
+    #[inline]
     pub(super) const fn state(&self) -> DllState {
         self.state
     }

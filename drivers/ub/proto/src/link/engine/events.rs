@@ -49,6 +49,7 @@ impl EventRing {
     }
 
     /// Appends `ev`; returns `true` if the oldest event had to be dropped.
+    #[inline]
     pub(super) fn push(&mut self, ev: Event) -> bool {
         let dropped = self.len == EVENT_SLOTS;
         if dropped {
@@ -64,6 +65,7 @@ impl EventRing {
     }
 
     /// Takes the oldest event.
+    #[inline]
     pub(super) fn pop(&mut self) -> Option<Event> {
         if self.len == 0 {
             return None;

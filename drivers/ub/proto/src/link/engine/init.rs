@@ -45,6 +45,7 @@ impl InitStep {
     }
 
     /// The DLL state this step belongs to.
+    #[inline]
     pub(super) const fn dll_state(&self) -> DllState {
         match self {
             Self::Idle => DllState::Disabled,
@@ -68,6 +69,7 @@ impl InitExchange {
         }
     }
 
+    #[inline]
     pub(super) const fn step(&self) -> &InitStep {
         &self.step
     }
@@ -184,6 +186,7 @@ impl InitExchange {
 
     /// `true` once this port has sent its SD (it may then return credits
     /// and ACKs in ordinary Crd_Acks).
+    #[inline]
     pub(super) const fn credit_init_done(&self) -> bool {
         matches!(
             self.step,

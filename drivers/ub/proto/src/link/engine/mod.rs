@@ -1021,8 +1021,13 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
                 }
             }
             RetryReqState::Normal => {
-                let at = self.counters.rx_flits;
-                if self.rx_have == 0 && self.req.consume_ack_tail(flit, at, self.tracer) {
+                let at = self.rx_position();
+                let max_damage = match self.cfg.mode {
+                    Mode::Crc => ACK_COPY_MAX_DAMAGE,
+                    Mode::NonCrc => 0,
+                };
+                if self.rx_have == 0 && self.req.consume_ack_tail(flit, at, max_damage, self.tracer)
+                {
                     self.discard(1);
                     return;
                 }
@@ -1056,6 +1061,14 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
                 }
             }
         }
+    }
+
+    /// Position in the received flit stream, flits the PHY reported lost
+    /// included: retry sets are recognised by where their 32 blocks lie.
+    const fn rx_position(&self) -> u64 {
+        self.counters
+            .rx_flits
+            .wrapping_add(self.counters.rx_fec_errors)
     }
 
     fn discard(&mut self, flits: u64) {
@@ -1384,7 +1397,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
     }
 
     fn on_retry_block(&mut self, now: u64, cb: &ControlBlock, flit: &[u8; FLIT_BYTES]) {
-        let at = self.counters.rx_flits;
+        let at = self.rx_position();
         match cb {
             ControlBlock::RetryIdle => self.ack.retry_idle(),
             ControlBlock::RetryReq(r) => self.on_retry_req(r, at),
@@ -1521,12 +1534,10 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
     }
 
     fn next_block(&mut self, now: u64, out: &mut [u8], src: &mut impl TxSource) -> usize {
+        let req = self.req.state();
         if self.dll.state() == DllState::Disabled
             || self.mc.retraining()
-            || matches!(
-                self.req.state(),
-                RetryReqState::Retrain | RetryReqState::Error
-            )
+            || matches!(req, RetryReqState::Retrain | RetryReqState::Error)
         {
             return 0;
         }
@@ -1544,7 +1555,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
             }
             return n;
         }
-        if self.req.state() == RetryReqState::Req {
+        if req == RetryReqState::Req {
             let req = ControlBlock::RetryReq(RetryReq {
                 rcv_ptr: self.req.rcv_ptr(),
                 num_phy_reinit: self.req.num_phy_reinit(),
@@ -1575,8 +1586,8 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         self.lockout_blocked = false;
         self.out_full = false;
         // The Init Block goes out once the retry alignment is done.
-        if *self.init.step() == (InitStep::Params { sent: false })
-            && self.req.state() == RetryReqState::Normal
+        if matches!(self.init.step(), InitStep::Params { sent: false })
+            && req == RetryReqState::Normal
         {
             return self.send_init(out);
         }

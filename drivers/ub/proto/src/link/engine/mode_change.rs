@@ -73,16 +73,19 @@ impl ModeChangeSm {
         }
     }
 
+    #[inline]
     pub(super) const fn step(&self) -> ModeChange {
         self.step
     }
 
     /// A switch is in progress (the network layer is back-pressured).
+    #[inline]
     pub(super) const fn active(&self) -> bool {
         !matches!(self.step, ModeChange::Idle)
     }
 
     /// The PHY retrain runs: no block is sent or received.
+    #[inline]
     pub(super) const fn retraining(&self) -> bool {
         matches!(self.step, ModeChange::Retraining { .. })
     }

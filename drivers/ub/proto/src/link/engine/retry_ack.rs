@@ -46,6 +46,7 @@ pub(super) enum AckSm {
 }
 
 impl AckSm {
+    #[inline]
     const fn public(&self) -> RetryAckState {
         match self {
             Self::Normal => RetryAckState::Normal,
@@ -69,7 +70,7 @@ impl AckSm {
 struct SetSeen {
     /// (RcvPtr, NUM_RETRY, NUM_PHY_REINIT).
     key: (u16, u8, u8),
-    /// Receive-flit position of the copy acted on.
+    /// Stream position of the copy acted on (see `Link::rx_position`).
     at: u64,
 }
 
@@ -91,6 +92,7 @@ impl RetryAck {
         }
     }
 
+    #[inline]
     pub(super) const fn state(&self) -> RetryAckState {
         self.sm.public()
     }
@@ -137,6 +139,7 @@ impl RetryAck {
     }
 
     /// The NUM_RETRY of the Retry_Ack_Set owed, if one is.
+    #[inline]
     pub(super) const fn set_owed(&self) -> Option<u8> {
         match self.sm {
             AckSm::Ack {
@@ -168,6 +171,7 @@ impl RetryAck {
     }
 
     /// RdPtr reached WrPtr: back to NORMAL.
+    #[inline]
     pub(super) fn resent(&mut self, tracer: Option<Tracer>) {
         if let AckSm::Ack { set_sent: true, .. } = self.sm {
             self.transition(AckSm::Normal, tracer);

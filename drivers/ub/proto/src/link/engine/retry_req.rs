@@ -48,10 +48,12 @@ impl RetryReqState {
 }
 
 /// Most bits in which a flit may differ from the good Retry_Ack copy and
-/// still be taken for a damaged copy of the same set. Every other CRC-valid
-/// one-flit block differs from the copy in more bits (the CRC30 detects
-/// every error of up to 3 bits in a flit: `link_defects` checks all of
-/// them), so a real block is never swallowed.
+/// still be taken for a damaged copy of the same set, in CRC mode. Every
+/// other CRC-valid one-flit block differs from the copy in more bits (the
+/// CRC30 detects every error of up to 3 bits in a flit: `link_defects`
+/// checks all of them), so a real block is never swallowed. In non-CRC
+/// mode the PHY's FEC turns errors into lost flits and nothing bounds the
+/// distance between two blocks, so only exact copies are consumed there.
 pub const ACK_COPY_MAX_DAMAGE: u32 = 3;
 
 /// The rest of a Retry_Ack_Set after its first good copy (§4.7.3: the set
@@ -60,7 +62,7 @@ pub const ACK_COPY_MAX_DAMAGE: u32 = 3;
 pub(super) struct AckSetTail {
     /// The good copy.
     copy: [u8; FLIT_BYTES],
-    /// Receive-flit position of the good copy.
+    /// Stream position of the good copy (see `Link::rx_position`).
     at: u64,
 }
 
@@ -81,6 +83,7 @@ pub(super) enum ReqSm {
 }
 
 impl ReqSm {
+    #[inline]
     const fn public(&self) -> RetryReqState {
         match self {
             Self::Normal { .. } => RetryReqState::Normal,
@@ -143,28 +146,34 @@ impl RetryReq {
         }
     }
 
+    #[inline]
     pub(super) const fn state(&self) -> RetryReqState {
         self.sm.public()
     }
 
     /// NORMAL with no Retry_Ack_Set tail pending: blocks are parsed whole.
+    #[inline]
     pub(super) const fn is_receiving(&self) -> bool {
         matches!(self.sm, ReqSm::Normal { tail: None })
     }
 
+    #[inline]
     pub(super) const fn rcv_ptr(&self) -> u16 {
         self.rcv_ptr
     }
 
+    #[inline]
     pub(super) const fn num_retry(&self) -> u8 {
         self.num_retry
     }
 
+    #[inline]
     pub(super) const fn num_phy_reinit(&self) -> u8 {
         self.num_phy_reinit
     }
 
     /// The WAIT deadline, in the timer table.
+    #[inline]
     pub(super) const fn wait_deadline(&self) -> Option<u64> {
         match self.sm {
             ReqSm::Wait { deadline } => Some(deadline),
@@ -243,14 +252,17 @@ impl RetryReq {
         }
     }
 
-    /// In NORMAL right after WAIT: `true` if `flit` (at position `at`) is
-    /// one more copy of the Retry_Ack_Set that ended WAIT, intact or
-    /// damaged in at most [`ACK_COPY_MAX_DAMAGE`] bits, and so consumed.
-    /// The first flit that is not ends the tail.
+    /// In NORMAL right after WAIT: `true` if `flit` (at stream position
+    /// `at`) is one more copy of the Retry_Ack_Set that ended WAIT, intact
+    /// or damaged in at most `max_damage` bits ([`ACK_COPY_MAX_DAMAGE`] in
+    /// CRC mode, 0 in non-CRC mode), and so consumed. The first flit that
+    /// is not ends the tail.
+    #[inline]
     pub(super) fn consume_ack_tail(
         &mut self,
         flit: &[u8; FLIT_BYTES],
         at: u64,
+        max_damage: u32,
         tracer: Option<Tracer>,
     ) -> bool {
         let ReqSm::Normal { tail: Some(t) } = self.sm else {
@@ -264,7 +276,7 @@ impl RetryReq {
             .zip(t.copy.iter())
             .map(|(a, b)| (a ^ b).count_ones())
             .sum();
-        if within && damage <= ACK_COPY_MAX_DAMAGE {
+        if within && damage <= max_damage {
             return true;
         }
         self.transition(ReqSm::Normal { tail: None }, "§4.7.3", tracer);
@@ -274,10 +286,12 @@ impl RetryReq {
     /// A retried block of `flits` was accepted: RcvPtr advances modulo
     /// `modulus` (the peer's RETRY_BUF_DEPTH) and the retry counters clear
     /// (progress was made).
+    #[inline]
     pub(super) fn accept(&mut self, flits: usize, modulus: u32) {
         let m = modulus.max(1);
-        let flits = (flits as u32) % m;
-        self.rcv_ptr = ((u32::from(self.rcv_ptr) + flits) % m) as u16;
+        // RcvPtr < 2^16 and a block has at most 32 flits: no overflow.
+        let next = u32::from(self.rcv_ptr).saturating_add(flits as u32);
+        self.rcv_ptr = (next % m) as u16;
         self.num_retry = 0;
         self.num_phy_reinit = 0;
     }

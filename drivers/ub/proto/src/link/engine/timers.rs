@@ -42,6 +42,7 @@ impl Timer {
         Self::LockoutPoke,
     ];
 
+    #[inline]
     const fn index(self) -> usize {
         match self {
             Self::Wait => 0,
@@ -61,6 +62,7 @@ pub struct TimerTable {
 
 impl TimerTable {
     /// Arms (`Some`) or disarms (`None`) `timer` in the table.
+    #[inline]
     pub(super) fn set(&mut self, timer: Timer, deadline: Option<u64>) {
         if let Some(d) = self.deadlines.get_mut(timer.index()) {
             *d = deadline;
@@ -68,16 +70,19 @@ impl TimerTable {
     }
 
     /// The deadline of `timer`, if armed.
+    #[inline]
     pub fn get(&self, timer: Timer) -> Option<u64> {
         self.deadlines.get(timer.index()).copied().flatten()
     }
 
     /// `true` if `timer` is armed and due at `now`.
+    #[inline]
     pub fn expired(&self, timer: Timer, now: u64) -> bool {
         self.get(timer).is_some_and(|d| now >= d)
     }
 
     /// The earliest deadline of all.
+    #[inline]
     pub fn next_deadline(&self) -> Option<u64> {
         self.deadlines.iter().flatten().copied().min()
     }
