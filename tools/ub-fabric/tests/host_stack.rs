@@ -14,8 +14,7 @@ use serde_json::Value;
 use ub_fabric::fabric::{Command, Fabric};
 use ub_fabric::topology::{addr, Topology};
 use ub_proto::host::{
-    Addr, ChannelConfig, ChannelCounters, EndpointConfig, Event, LoadBalance, LocalAddrs,
-    RtoConfig,
+    Addr, ChannelConfig, ChannelCounters, EndpointConfig, Event, LoadBalance, LocalAddrs, RtoConfig,
 };
 use ub_proto::net::npi::{Npi, NpiMode};
 use ub_proto::net::route::RouteEntry;
@@ -29,6 +28,9 @@ const COMBOS: [(RetransmitMode, bool); 4] = [
     (RetransmitMode::Selective, false),
     (RetransmitMode::GoBackN, false),
 ];
+
+/// How long a run goes on after the last acknowledgement (4 RTOs).
+const DRAIN_NS: u64 = 2_048_000;
 
 /// Largest network packet: a 4 KiB MTU plus headers (one DLLDP carries
 /// it).
@@ -145,8 +147,16 @@ fn open(
         .enumerate()
         .map(|(k, &a)| {
             let b = incoming(&ds[1], k as u32 + 1).expect("channel reached host 1");
-            assert_eq!(ds[0].stack().ep.state(a), Some(ChannelState::Rts), "tpn {a}");
-            assert_eq!(ds[1].stack().ep.state(b), Some(ChannelState::Rts), "tpn {b}");
+            assert_eq!(
+                ds[0].stack().ep.state(a),
+                Some(ChannelState::Rts),
+                "tpn {a}"
+            );
+            assert_eq!(
+                ds[1].stack().ep.state(b),
+                Some(ChannelState::Rts),
+                "tpn {b}"
+            );
             (a, b)
         })
         .collect();
@@ -217,6 +227,15 @@ impl Plan {
         })
     }
 
+    /// Whether a channel failed (the run can stop: `check` will say why).
+    fn failed(&self, ds: &[Driver]) -> bool {
+        ds.iter().any(|d| {
+            d.stack()
+                .count_events(|e| matches!(e, Event::ChannelError { .. }))
+                > 0
+        })
+    }
+
     /// Exactly once, in order, intact, both ways; no channel error.
     fn check(&self, ds: &[Driver]) {
         for d in ds {
@@ -266,6 +285,19 @@ impl Plan {
     }
 }
 
+/// Every channel error, per host.
+fn errors(ds: &[Driver]) -> Vec<(usize, u64, Event)> {
+    ds.iter()
+        .flat_map(|d| {
+            d.stack()
+                .events
+                .iter()
+                .filter(|(_, e)| matches!(e, Event::ChannelError { .. }))
+                .map(|&(t, e)| (d.host, t, e))
+        })
+        .collect()
+}
+
 fn retransmissions(c: &ChannelCounters) -> u64 {
     c.rtx_fast + c.rtx_rto + c.rtx_mark_psn + c.rtx_go_back_n
 }
@@ -287,7 +319,12 @@ fn link_cmd(f: &mut Fabric, link: &str, ber: Option<f64>, up: Option<bool>, now:
 }
 
 fn switch_drop(f: &mut Fabric, drop: f64) {
-    let names: Vec<String> = f.topology().switches.iter().map(|s| s.name.clone()).collect();
+    let names: Vec<String> = f
+        .topology()
+        .switches
+        .iter()
+        .map(|s| s.name.clone())
+        .collect();
     for switch in names {
         f.apply(
             &Command::Switch {
@@ -314,8 +351,7 @@ fn link_retries(f: &Fabric, ds: &[Driver]) -> u64 {
         }
     }
     total
-        + ds
-            .iter()
+        + ds.iter()
             .flat_map(|d| d.ports.iter())
             .map(|p| p.link.counters().retry_req_sets)
             .sum::<u64>()
@@ -338,7 +374,7 @@ struct Outcome {
     plan: Plan,
     /// End time, ns.
     t: u64,
-    /// Link retries before the data phase (the DLL's bring-up exchanges
+    /// Link retries when the links came up (the DLL's bring-up exchanges
     /// one retry handshake per port).
     retries_at_start: u64,
 }
@@ -349,20 +385,26 @@ fn run(topo: &Topology, ber: f64, drop: f64, cfgs: &[ChannelConfig], n_random: u
     let mut f = fabric(topo);
     let (mut ds, t0) = bring_up(&mut f);
     attach(&mut ds, topo.seed);
-    let (pairs, t1) = open(&mut f, &mut ds, t0, cfgs);
-    // Faults from the first data packet on (the setup has its own
-    // retries, tested in ub-proto).
+    // Faults from the channel setup on: the connection manager's
+    // messages cross the same lossy switches.
     let ends: Vec<String> = f.topology().links.iter().map(|l| l.a.clone()).collect();
     for e in &ends {
-        link_cmd(&mut f, e, Some(ber), None, t1);
+        link_cmd(&mut f, e, Some(ber), None, t0);
     }
     switch_drop(&mut f, drop);
     let retries_at_start = link_retries(&f, &ds);
+    let (pairs, t1) = open(&mut f, &mut ds, t0, cfgs);
     let plan = Plan::post(&mut ds, pairs, topo.seed, n_random);
     let t = run_until(&mut f, &mut ds, t1, 1_000, t1 + 200_000_000, |_, ds| {
-        plan.done(ds)
+        plan.done(ds) || plan.failed(ds)
     });
-    assert!(plan.done(&ds), "not every message delivered and acked by {t} ns");
+    assert!(!plan.failed(&ds), "a channel failed: {:?}", errors(&ds));
+    assert!(
+        plan.done(&ds),
+        "not every message delivered and acked by {t} ns"
+    );
+    // Run on past several RTOs so that a late duplicate would show.
+    run_until(&mut f, &mut ds, t, 1_000, t + DRAIN_NS, |_, _| false);
     Outcome {
         f,
         ds,
@@ -390,12 +432,16 @@ fn report(label: &str, o: &Outcome) -> (u64, u64) {
             rtx += retransmissions(&c);
             eprintln!(
                 "{label}: channel {k} host {h}: {} pkts, rtx fast {} rto {} mark {} gbn {}, \
-                 nak {} sack {} rto expiries {}",
+                 ack/nak/sack sent {}/{}/{} received {}/{}/{}, rto expiries {}",
                 c.tx_packets,
                 c.rtx_fast,
                 c.rtx_rto,
                 c.rtx_mark_psn,
                 c.rtx_go_back_n,
+                c.tpack_sent,
+                c.tpnak_sent,
+                c.tpsack_sent,
+                c.tpack_rcvd,
                 c.tpnak_rcvd,
                 c.tpsack_rcvd,
                 c.rto_expiries
@@ -423,7 +469,7 @@ fn rtp_is_exactly_once_over_ber_and_switch_drops() {
         .enumerate()
         .map(|(i, &(m, fast))| channel(i as u16, m, fast, true))
         .collect();
-    let o = run(&default_topo(3), 1e-5, 0.01, &cfgs, 12);
+    let o = run(&default_topo(3), 1e-5, 0.01, &cfgs, 40);
     o.plan.check(&o.ds);
     let (retries, rtx) = report("BER 1e-5 + 1% drops", &o);
     let (f, ds, plan) = (&o.f, &o.ds, &o.plan);
@@ -467,7 +513,12 @@ fn clean_path_needs_no_retransmission() {
     for d in ds {
         let n = d.stack().ep.net_counters();
         assert_eq!(
-            (n.icrc_drops, n.malformed, n.no_route_drops, n.unknown_channel),
+            (
+                n.icrc_drops,
+                n.malformed,
+                n.no_route_drops,
+                n.unknown_channel
+            ),
             (0, 0, 0, 0)
         );
     }
@@ -502,19 +553,24 @@ fn traffic_moves_to_the_other_plane_when_a_port_goes_down() {
             >= total / 3
     });
     assert!(!plan.done(&ds), "the failure comes mid-run");
-    let before = [ds[0].stack().tx_per_port.clone(), ds[1].stack().tx_per_port.clone()];
-    for h in 0..2 {
-        assert!(before[h][0] > 0, "host {h} used port 0 before the failure");
+    for d in &ds {
+        let h = d.host;
+        assert!(d.stack().tx_per_port[0] > 0, "host {h} used port 0 before");
     }
     link_cmd(&mut f, "vm0.0", None, Some(false), t2);
     link_cmd(&mut f, "vm1.0", None, Some(false), t2);
     // The drivers see the PHY link drop at their next poll.
     let t3 = run_until(&mut f, &mut ds, t2, 1_000, t2 + 10_000, |_, _| false);
-    let at_down = [ds[0].stack().tx_per_port.clone(), ds[1].stack().tx_per_port.clone()];
+    let at_down = [
+        ds[0].stack().tx_per_port.clone(),
+        ds[1].stack().tx_per_port.clone(),
+    ];
     let t = run_until(&mut f, &mut ds, t3, 1_000, t3 + 200_000_000, |_, ds| {
-        plan.done(ds)
+        plan.done(ds) || plan.failed(ds)
     });
+    assert!(!plan.failed(&ds), "a channel failed: {:?}", errors(&ds));
     assert!(plan.done(&ds), "not every message delivered by {t} ns");
+    run_until(&mut f, &mut ds, t, 1_000, t + DRAIN_NS, |_, _| false);
     plan.check(&ds);
     let o = Outcome {
         f,
@@ -528,8 +584,10 @@ fn traffic_moves_to_the_other_plane_when_a_port_goes_down() {
     for h in 0..2 {
         let now = &ds[h].stack().tx_per_port;
         assert_eq!(now[0], at_down[h][0], "host {h}: nothing more on port 0");
-        assert!(now[1] > at_down[h][1], "host {h}: traffic went on over port 1");
+        assert!(
+            now[1] > at_down[h][1],
+            "host {h}: traffic went on over port 1"
+        );
     }
     assert!(rtx > 0, "what died with the plane was retransmitted");
 }
-

@@ -45,6 +45,9 @@ pub const MEM_SIZE: usize = 8 << 20;
 pub const RING: u32 = 64;
 /// Buffer size per descriptor.
 pub const BUF: usize = reg::MAX_XFER_BYTES as usize;
+/// Packets a port's TX queues hold before the driver stops taking
+/// packets from the endpoint (the driver's stopped queue).
+pub const TX_QUEUE_LIMIT: usize = 32;
 
 /// A fabric whose hosts have fake memory and recording interrupts.
 pub fn fabric(topo: &Topology) -> Fabric {
@@ -333,11 +336,14 @@ impl Stack {
 
     /// Steps 1 and 2 of the endpoint's call order: drain the events, then
     /// hand every packet it can send to its port's TX queue (VL = SL).
+    /// Like a driver whose TX queue is full, it stops pulling while any
+    /// port holds [`TX_QUEUE_LIMIT`] packets: the endpoint keeps the rest
+    /// in its send queues, and no RTO runs for a packet that has not left.
     fn flush(&mut self, ports: &mut [PortDriver], now: u64) {
         while let Some(ev) = self.ep.poll_event() {
             self.events.push((now, ev));
         }
-        loop {
+        while ports.iter().all(|d| d.queued() < TX_QUEUE_LIMIT) {
             let t = self
                 .ep
                 .poll_transmit(now, &mut self.buf, &mut PatternSource)
@@ -379,6 +385,11 @@ pub struct PortDriver {
 impl PortDriver {
     fn reg(&self, r: u32) -> u32 {
         reg::port_reg(self.port, r).expect("port")
+    }
+
+    /// Packets waiting in this port's TX queues.
+    pub fn queued(&self) -> usize {
+        self.queues.q.iter().map(VecDeque::len).sum()
     }
 }
 
@@ -709,10 +720,7 @@ impl Driver {
 
     /// Packets still queued for sending.
     pub fn queued(&self) -> usize {
-        self.ports
-            .iter()
-            .map(|p| p.queues.q.iter().map(VecDeque::len).sum::<usize>())
-            .sum()
+        self.ports.iter().map(PortDriver::queued).sum()
     }
 }
 
