@@ -320,3 +320,24 @@ fn ports_down_leave_the_set_and_all_down_counts_no_route() {
     net.eps[0].set_port_up(0, true);
     assert!(net.run_until(net.now + 100_000_000, |n| n.acked(0) == 2));
 }
+
+#[test]
+fn a_full_queue_refuses_with_would_block_and_says_when_it_has_room() {
+    let mut c = ChannelConfig::default_rtp();
+    c.send_queue = 2;
+    let mut net = Net::new(
+        endpoint(0, Some(c), Store::default()),
+        endpoint(1, Some(c), Store::default()),
+    );
+    let (ta, tb) = open(&mut net, c, false, 1);
+    net.eps[0].send(ta, 1, 100_000).unwrap();
+    net.eps[0].send(ta, 2, 100_000).unwrap();
+    assert_eq!(net.eps[0].send(ta, 3, 1), Err(SendError::WouldBlock));
+    assert!(net.run_until(10_000_000, |n| n
+        .has_event(0, |e| *e == Event::Writable { tpn: ta })));
+    net.eps[0].send(ta, 3, 1).unwrap();
+    assert!(net.run_until(100_000_000, |n| n.acked(0) == 3));
+    check_delivery(&net, 1, tb, &[(1, 100_000), (2, 100_000), (3, 1)]);
+    assert_eq!(net.eps[0].send(ta, 4, 0), Err(SendError::Length));
+    assert_eq!(net.eps[0].send(99, 4, 1), Err(SendError::NoChannel));
+}
