@@ -68,7 +68,7 @@ fn endpoint_config(h: usize) -> EndpointConfig {
         local: LocalAddrs {
             cna16: Some(addr::cna16_primary(h)),
             cna24: Some(addr::cna24_primary(h)),
-            ipv4: None,
+            ipv4: Some(ipv4(h)),
             ipv6: None,
             eid: h as u128,
         },
@@ -92,27 +92,49 @@ fn endpoint_config(h: usize) -> EndpointConfig {
     }
 }
 
-/// The other host's primary 24-bit CNA: packets to it may arrive on any
-/// of its ports.
-fn peer(h: usize) -> Addr {
-    Addr::Cna24(addr::cna24_primary(1 - h))
+/// Host `h`'s IPv4 address: inside its /24, which the switches route to
+/// any of its ports (only `.1` and `.2` name a single port).
+fn ipv4(h: usize) -> [u8; 4] {
+    let mut a = addr::ipv4_primary(h);
+    a[3] = 100;
+    a
+}
+
+/// The network header format of a run's channels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    /// 24-bit CNA NTH.
+    Cna24,
+    /// IPv4 and UDP (port 4792) with the NPI.
+    Ipv4,
+}
+
+/// The other host's address in `format`: its primary 24-bit CNA or its
+/// IPv4 address, to which packets may arrive on any of its ports.
+fn peer(h: usize, format: Format) -> Addr {
+    match format {
+        Format::Cna24 => Addr::Cna24(addr::cna24_primary(1 - h)),
+        Format::Ipv4 => Addr::Ipv4(ipv4(1 - h)),
+    }
 }
 
 /// Attaches an endpoint to each driver, with one route to every 24-bit
-/// CNA over both ports.
+/// CNA and one to every IPv4 address, both over both ports.
 fn attach(ds: &mut [Driver], seed: u64) {
     for (h, d) in ds.iter_mut().enumerate() {
         d.attach_endpoint(endpoint_config(h), seed * 10 + h as u64);
-        d.stack_mut()
-            .ep
-            .add_route(RouteEntry {
-                prefix: 0,
-                prefix_len: 0,
-                width: 24,
-                ports: 0b11,
-                shortest: 0b11,
-            })
-            .expect("route");
+        for width in [24, 32] {
+            d.stack_mut()
+                .ep
+                .add_route(RouteEntry {
+                    prefix: 0,
+                    prefix_len: 0,
+                    width,
+                    ports: 0b11,
+                    shortest: 0b11,
+                })
+                .expect("route");
+        }
     }
 }
 
@@ -122,6 +144,7 @@ fn open(
     f: &mut Fabric,
     ds: &mut [Driver],
     now: u64,
+    format: Format,
     cfgs: &[ChannelConfig],
 ) -> (Vec<(u32, u32)>, u64) {
     let tpns: Vec<u32> = cfgs
@@ -131,7 +154,7 @@ fn open(
             ds[0]
                 .stack_mut()
                 .ep
-                .connect(now, peer(0), k as u32 + 1, *c)
+                .connect(now, peer(0, format), k as u32 + 1, *c)
                 .expect("connect")
         })
         .collect();
@@ -381,7 +404,14 @@ struct Outcome {
 
 /// One run of `cfgs` over `topo` with BER `ber` on every link and `drop`
 /// at every switch.
-fn run(topo: &Topology, ber: f64, drop: f64, cfgs: &[ChannelConfig], n_random: usize) -> Outcome {
+fn run(
+    topo: &Topology,
+    format: Format,
+    ber: f64,
+    drop: f64,
+    cfgs: &[ChannelConfig],
+    n_random: usize,
+) -> Outcome {
     let mut f = fabric(topo);
     let (mut ds, t0) = bring_up(&mut f);
     attach(&mut ds, topo.seed);
@@ -393,7 +423,7 @@ fn run(topo: &Topology, ber: f64, drop: f64, cfgs: &[ChannelConfig], n_random: u
     }
     switch_drop(&mut f, drop);
     let retries_at_start = link_retries(&f, &ds);
-    let (pairs, t1) = open(&mut f, &mut ds, t0, cfgs);
+    let (pairs, t1) = open(&mut f, &mut ds, t0, format, cfgs);
     let plan = Plan::post(&mut ds, pairs, topo.seed, n_random);
     let t = run_until(&mut f, &mut ds, t1, 1_000, t1 + 200_000_000, |_, ds| {
         plan.done(ds) || plan.failed(ds)
@@ -469,7 +499,7 @@ fn rtp_is_exactly_once_over_ber_and_switch_drops() {
         .enumerate()
         .map(|(i, &(m, fast))| channel(i as u16, m, fast, true))
         .collect();
-    let o = run(&default_topo(3), 1e-5, 0.01, &cfgs, 40);
+    let o = run(&default_topo(3), Format::Cna24, 1e-5, 0.01, &cfgs, 40);
     o.plan.check(&o.ds);
     let (retries, rtx) = report("BER 1e-5 + 1% drops", &o);
     let (f, ds, plan) = (&o.f, &o.ds, &o.plan);
@@ -489,6 +519,25 @@ fn rtp_is_exactly_once_over_ber_and_switch_drops() {
     assert_eq!(icrc, 0, "the links let no corrupted packet through");
 }
 
+/// The same over the IP format (IPv4, UDP 4792, NPI): the switches route
+/// on the IPv4 destination, the endpoints check the NPI.
+#[test]
+fn rtp_over_ipv4_through_the_fabric() {
+    let cfgs: Vec<ChannelConfig> = COMBOS[..2]
+        .iter()
+        .enumerate()
+        .map(|(i, &(m, fast))| channel(i as u16, m, fast, true))
+        .collect();
+    let o = run(&default_topo(4), Format::Ipv4, 1e-5, 0.01, &cfgs, 40);
+    o.plan.check(&o.ds);
+    let (retries, rtx) = report("IPv4, BER 1e-5 + 1% drops", &o);
+    assert!(retries > 0 && rtx > 0);
+    for d in &o.ds {
+        let n = d.stack().ep.net_counters();
+        assert_eq!((n.icrc_drops, n.npi_drops, n.malformed), (0, 0, 0));
+    }
+}
+
 /// Without faults nothing is retransmitted, by the link or the transport.
 #[test]
 fn clean_path_needs_no_retransmission() {
@@ -497,7 +546,7 @@ fn clean_path_needs_no_retransmission() {
         .enumerate()
         .map(|(i, &(m, fast))| channel(i as u16, m, fast, false))
         .collect();
-    let o = run(&default_topo(5), 0.0, 0.0, &cfgs, 6);
+    let o = run(&default_topo(5), Format::Cna24, 0.0, 0.0, &cfgs, 6);
     o.plan.check(&o.ds);
     let (retries, rtx) = report("clean", &o);
     let (ds, plan) = (&o.ds, &o.plan);
@@ -542,7 +591,7 @@ fn traffic_moves_to_the_other_plane_when_a_port_goes_down() {
     let mut f = fabric(&topo);
     let (mut ds, t0) = bring_up(&mut f);
     attach(&mut ds, topo.seed);
-    let (pairs, t1) = open(&mut f, &mut ds, t0, &cfgs);
+    let (pairs, t1) = open(&mut f, &mut ds, t0, Format::Cna24, &cfgs);
     let plan = Plan::post(&mut ds, pairs, topo.seed, 24);
     // Run until about a third of host 0's messages are acknowledged.
     let total: usize = plan.sent.iter().map(|s| s[0].len()).sum();
