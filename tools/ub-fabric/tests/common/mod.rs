@@ -10,8 +10,9 @@
 //!   endpoint's documented call order. What the endpoint transmits goes to
 //!   the per-VL TX queue of the port it chose; whole packets the link
 //!   delivers go to `Endpoint::handle_packet`. The driver marks a port up
-//!   in the endpoint when its DLL reaches Normal and down when its PHY
-//!   link drops, so routing leaves a dead port out.
+//!   in the endpoint while its DLL is in DLL_Normal and down otherwise
+//!   (PHY link down, link re-initialisation), so routing leaves a dead
+//!   port out; a retrain keeps the DLL in Normal and the port up.
 //! - raw packets for the link and switch tests ([`Driver::send`],
 //!   [`Driver::raw_tx`]): 16-bit CNA packets carrying a flow id and a
 //!   sequence number, sealed with an ICRC.
