@@ -225,6 +225,18 @@ impl Plan {
         Self { pairs, sent }
     }
 
+    /// Queues a second batch (other tokens) behind the first on every
+    /// channel, both ways.
+    fn post_more(&mut self, ds: &mut [Driver], seed: u64, n_random: usize) {
+        for k in 0..self.pairs.len() {
+            for (h, d) in ds.iter_mut().enumerate() {
+                let m = messages(seed, 100 + 2 * k as u64 + h as u64, n_random);
+                d.stack_mut().post(self.tpn(k, h), &m);
+                self.sent[k][h].extend(m);
+            }
+        }
+    }
+
     fn tpn(&self, k: usize, h: usize) -> u32 {
         if h == 0 {
             self.pairs[k].0
@@ -575,11 +587,12 @@ fn clean_path_needs_no_retransmission() {
 
 /// Plane 0 fails mid-run (both hosts' port 0 go down): the drivers mark
 /// the port down in their endpoints, routing moves every channel to
-/// port 1 and the transport retransmits what died with the plane. Two
+/// port 1 and the transport retransmits what died with the plane. When
+/// the plane comes back, port 0 carries traffic again. Two
 /// independent planes (no inter-switch link): the fabric's switch routes
 /// are static, so a path through the dead plane would stay a black hole.
 #[test]
-fn traffic_moves_to_the_other_plane_when_a_port_goes_down() {
+fn traffic_moves_to_the_other_plane_when_a_port_goes_down_and_back() {
     let mut topo = default_topo(9);
     topo.links.retain(|l| !l.a.starts_with("sw"));
     let cfgs: Vec<ChannelConfig> = (0..4)
@@ -639,4 +652,42 @@ fn traffic_moves_to_the_other_plane_when_a_port_goes_down() {
         );
     }
     assert!(rtx > 0, "what died with the plane was retransmitted");
+
+    // Plane 0 comes back: once the DLLs are up again the drivers mark
+    // port 0 up and per-flow routing may use it again.
+    let Outcome {
+        mut f,
+        mut ds,
+        mut plan,
+        t,
+        ..
+    } = o;
+    link_cmd(&mut f, "vm0.0", None, Some(true), t);
+    link_cmd(&mut f, "vm1.0", None, Some(true), t);
+    let t4 = run_until(&mut f, &mut ds, t, 1_000, t + 2_000_000, |_, ds| {
+        ds.iter().all(Driver::all_up)
+    });
+    assert!(ds.iter().all(Driver::all_up), "plane 0 back up by {t4} ns");
+    let at_up = [
+        ds[0].stack().tx_per_port.clone(),
+        ds[1].stack().tx_per_port.clone(),
+    ];
+    plan.post_more(&mut ds, topo.seed, 24);
+    let t5 = run_until(&mut f, &mut ds, t4, 1_000, t4 + 200_000_000, |_, ds| {
+        plan.done(ds) || plan.failed(ds)
+    });
+    assert!(!plan.failed(&ds), "a channel failed: {:?}", errors(&ds));
+    assert!(plan.done(&ds), "second batch not delivered by {t5} ns");
+    run_until(&mut f, &mut ds, t5, 1_000, t5 + DRAIN_NS, |_, _| false);
+    plan.check(&ds);
+    let on_port0: u64 = ds
+        .iter()
+        .zip(&at_up)
+        .map(|(d, before)| d.stack().tx_per_port[0] - before[0])
+        .sum();
+    eprintln!(
+        "plane 0 back: second batch done at {} us, {on_port0} packets on port 0 since",
+        t5 / 1000
+    );
+    assert!(on_port0 > 0, "port 0 carries traffic again");
 }
