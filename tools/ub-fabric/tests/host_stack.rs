@@ -353,25 +353,50 @@ fn link_cmd(f: &mut Fabric, link: &str, ber: Option<f64>, up: Option<bool>, now:
     .expect("link command");
 }
 
-fn switch_drop(f: &mut Fabric, drop: f64) {
-    let names: Vec<String> = f
-        .topology()
-        .switches
-        .iter()
-        .map(|s| s.name.clone())
-        .collect();
-    for switch in names {
-        f.apply(
-            &Command::Switch {
-                switch,
-                drop: Some(drop),
-                corrupt: None,
-                reorder: None,
-                duplicate: None,
-            },
-            0,
-        )
-        .expect("switch command");
+/// Faults of a run: BER on every link, injected faults at every switch.
+#[derive(Clone, Copy, Debug, Default)]
+struct Faults {
+    ber: f64,
+    drop: f64,
+    duplicate: f64,
+    reorder: f64,
+    corrupt: f64,
+}
+
+impl Faults {
+    /// BER `ber` on every link and `drop` at every switch.
+    fn ber_and_drops(ber: f64, drop: f64) -> Self {
+        Self {
+            ber,
+            drop,
+            ..Self::default()
+        }
+    }
+
+    fn apply(&self, f: &mut Fabric, now: u64) {
+        let ends: Vec<String> = f.topology().links.iter().map(|l| l.a.clone()).collect();
+        for e in &ends {
+            link_cmd(f, e, Some(self.ber), None, now);
+        }
+        let names: Vec<String> = f
+            .topology()
+            .switches
+            .iter()
+            .map(|s| s.name.clone())
+            .collect();
+        for switch in names {
+            f.apply(
+                &Command::Switch {
+                    switch,
+                    drop: Some(self.drop),
+                    corrupt: Some(self.corrupt),
+                    reorder: Some(self.reorder),
+                    duplicate: Some(self.duplicate),
+                },
+                now,
+            )
+            .expect("switch command");
+        }
     }
 }
 
@@ -414,13 +439,11 @@ struct Outcome {
     retries_at_start: u64,
 }
 
-/// One run of `cfgs` over `topo` with BER `ber` on every link and `drop`
-/// at every switch.
+/// One run of `cfgs` over `topo` with `faults`.
 fn run(
     topo: &Topology,
     format: Format,
-    ber: f64,
-    drop: f64,
+    faults: Faults,
     cfgs: &[ChannelConfig],
     n_random: usize,
 ) -> Outcome {
@@ -429,11 +452,7 @@ fn run(
     attach(&mut ds, topo.seed);
     // Faults from the channel setup on: the connection manager's
     // messages cross the same lossy switches.
-    let ends: Vec<String> = f.topology().links.iter().map(|l| l.a.clone()).collect();
-    for e in &ends {
-        link_cmd(&mut f, e, Some(ber), None, t0);
-    }
-    switch_drop(&mut f, drop);
+    faults.apply(&mut f, t0);
     let retries_at_start = link_retries(&f, &ds);
     let (pairs, t1) = open(&mut f, &mut ds, t0, format, cfgs);
     let plan = Plan::post(&mut ds, pairs, topo.seed, n_random);
@@ -511,7 +530,13 @@ fn rtp_is_exactly_once_over_ber_and_switch_drops() {
         .enumerate()
         .map(|(i, &(m, fast))| channel(i as u16, m, fast, true))
         .collect();
-    let o = run(&default_topo(3), Format::Cna24, 1e-5, 0.01, &cfgs, 40);
+    let o = run(
+        &default_topo(3),
+        Format::Cna24,
+        Faults::ber_and_drops(1e-5, 0.01),
+        &cfgs,
+        40,
+    );
     o.plan.check(&o.ds);
     let (retries, rtx) = report("BER 1e-5 + 1% drops", &o);
     let (f, ds, plan) = (&o.f, &o.ds, &o.plan);
@@ -540,7 +565,13 @@ fn rtp_over_ipv4_through_the_fabric() {
         .enumerate()
         .map(|(i, &(m, fast))| channel(i as u16, m, fast, true))
         .collect();
-    let o = run(&default_topo(4), Format::Ipv4, 1e-5, 0.01, &cfgs, 40);
+    let o = run(
+        &default_topo(4),
+        Format::Ipv4,
+        Faults::ber_and_drops(1e-5, 0.01),
+        &cfgs,
+        40,
+    );
     o.plan.check(&o.ds);
     let (retries, rtx) = report("IPv4, BER 1e-5 + 1% drops", &o);
     assert!(retries > 0 && rtx > 0);
@@ -548,6 +579,50 @@ fn rtp_over_ipv4_through_the_fabric() {
         let n = d.stack().ep.net_counters();
         assert_eq!((n.icrc_drops, n.npi_drops, n.malformed), (0, 0, 0));
     }
+}
+
+/// Every fault a switch can inject at once (drops, duplicates, reordering,
+/// corruption after the header) on top of BER 1e-5: the endpoints drop
+/// the corrupted packets on their ICRC, ignore the duplicates and put the
+/// reordered ones back in order.
+#[test]
+fn rtp_survives_every_switch_fault() {
+    let cfgs: Vec<ChannelConfig> = COMBOS
+        .iter()
+        .enumerate()
+        .map(|(i, &(m, fast))| channel(i as u16, m, fast, true))
+        .collect();
+    let faults = Faults {
+        ber: 1e-5,
+        drop: 0.01,
+        duplicate: 0.01,
+        reorder: 0.01,
+        corrupt: 0.01,
+    };
+    let o = run(&default_topo(6), Format::Cna24, faults, &cfgs, 24);
+    o.plan.check(&o.ds);
+    let (_, rtx) = report("every switch fault", &o);
+    assert!(rtx > 0);
+    let corrupted = switch_counter(&o.f, "injected_corruptions");
+    let icrc: u64 =
+        o.ds.iter()
+            .map(|d| d.stack().ep.net_counters().icrc_drops)
+            .sum();
+    eprintln!(
+        "every switch fault: {corrupted} corrupted, {} duplicated, {} reordered; \
+         {icrc} ICRC drops at the endpoints",
+        switch_counter(&o.f, "injected_duplicates"),
+        switch_counter(&o.f, "injected_reorders"),
+    );
+
+    let dups = switch_counter(&o.f, "injected_duplicates");
+    assert!(corrupted > 0 && dups > 0);
+    // A corrupted packet may be duplicated after it (two ICRC drops), or
+    // dropped by the next switch on a two-switch path (none).
+    assert!(
+        icrc > 0 && icrc <= corrupted + dups,
+        "corrupted packets are dropped on their ICRC"
+    );
 }
 
 /// Without faults nothing is retransmitted, by the link or the transport.
@@ -558,7 +633,7 @@ fn clean_path_needs_no_retransmission() {
         .enumerate()
         .map(|(i, &(m, fast))| channel(i as u16, m, fast, false))
         .collect();
-    let o = run(&default_topo(5), Format::Cna24, 0.0, 0.0, &cfgs, 6);
+    let o = run(&default_topo(5), Format::Cna24, Faults::default(), &cfgs, 6);
     o.plan.check(&o.ds);
     let (retries, rtx) = report("clean", &o);
     let (ds, plan) = (&o.ds, &o.plan);
