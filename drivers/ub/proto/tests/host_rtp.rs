@@ -341,3 +341,97 @@ fn a_full_queue_refuses_with_would_block_and_says_when_it_has_room() {
     assert_eq!(net.eps[0].send(ta, 4, 0), Err(SendError::Length));
     assert_eq!(net.eps[0].send(99, 4, 1), Err(SendError::NoChannel));
 }
+
+#[test]
+fn counters_show_each_layer() {
+    for (mode, fast) in [
+        (RetransmitMode::GoBackN, true),
+        (RetransmitMode::Selective, true),
+    ] {
+        let c = cfg(mode, fast);
+        let mut net = Net::new(
+            endpoint(0, Some(c), Store::default()),
+            endpoint(1, Some(c), Store::default()),
+        );
+        let (ta, tb) = open(&mut net, c, false, 1);
+        let mut dropped = false;
+        net.filter = Some(Box::new(move |_, from, t| {
+            if from == 0 && !dropped && matches!(t.kind, TransmitKind::Data { .. }) {
+                dropped = true;
+                return true;
+            }
+            false
+        }));
+        net.eps[0].send(ta, 1, 40_000).unwrap();
+        assert!(net.run_until(100_000_000, |n| n.acked(0) == 1));
+        check_delivery(&net, 1, tb, &[(1, 40_000)]);
+        let a = net.eps[0].counters(ta).unwrap();
+        let b = net.eps[1].counters(tb).unwrap();
+        assert_eq!(a.messages_acked, 1);
+        assert_eq!(b.messages_delivered, 1);
+        assert_eq!(b.rx_bytes, 40_000);
+        assert_eq!(
+            a.tx_packets,
+            10 + a.rtx_go_back_n + a.rtx_fast + a.rtx_rto + a.rtx_mark_psn
+        );
+        assert_eq!(a.rto_expiries, 0, "{mode:?}: repaired without the RTO");
+        if mode == RetransmitMode::GoBackN {
+            assert!(a.rtx_go_back_n > 0 && a.rtx_fast == 0);
+            assert_eq!(b.tpnak_sent, 1);
+            assert_eq!(a.tpnak_rcvd, 1);
+        } else {
+            assert_eq!((a.rtx_fast, a.rtx_go_back_n), (1, 0));
+            assert!(b.tpsack_sent > 0);
+            assert_eq!(a.tpsack_rcvd, b.tpsack_sent);
+        }
+        assert_eq!(a.tpack_rcvd, b.tpack_sent);
+        // The RTT is sampled from packets sent once only (Karn): the lost
+        // message gave none, the next one does. One 2 us hop each way.
+        assert_eq!(a.srtt_ns, 0);
+        net.eps[0].send(ta, 2, 100).unwrap();
+        assert!(net.run_until(net.now + 100_000_000, |n| n.acked(0) == 2));
+        let a = net.eps[0].counters(ta).unwrap();
+        assert!((4_000..10_000).contains(&a.srtt_ns), "srtt {}", a.srtt_ns);
+        assert_eq!(a.outstanding, 0);
+        assert_eq!(a.cw, u32::MAX, "no congestion control");
+    }
+}
+
+#[test]
+fn rtp_and_utp_over_ipv6() {
+    let ip6 = |h: u8| {
+        let mut a = [0u8; 16];
+        a[0] = 0xfd;
+        a[15] = h;
+        a
+    };
+    let c = cfg(RetransmitMode::Selective, true);
+    let mk = |side: usize| {
+        let mut cfg6 = ep_config(side, Some(c));
+        cfg6.local.ipv6 = Some(ip6(side as u8 + 1));
+        let mut e = Ep::new(cfg6, Store::default(), Rng(side as u64)).unwrap();
+        e.add_route(ub_proto::net::route::RouteEntry {
+            prefix: 0,
+            prefix_len: 0,
+            width: 128,
+            ports: 1,
+            shortest: 0,
+        })
+        .unwrap();
+        e
+    };
+    let mut net = Net::new(mk(0), mk(1));
+    net.loss = 20_000;
+    let ta = net.eps[0].connect(0, Addr::Ipv6(ip6(2)), 6, c).unwrap();
+    net.eps[0].send(ta, 1, 300_000).unwrap();
+    net.eps[0]
+        .send_datagram(DatagramKind::Utp, Addr::Ipv6(ip6(2)), 2, 500)
+        .unwrap();
+    assert!(net.run_until(1_000_000_000, |n| n.acked(0) == 1));
+    let tb = net.incoming_tpn(1).unwrap();
+    check_delivery(&net, 1, tb, &[(1, 300_000)]);
+    assert!(net
+        .trace
+        .iter()
+        .all(|s| s.tx.meta.class == ub_proto::net::PacketClass::Ipv6));
+}

@@ -264,3 +264,30 @@ fn a_peer_that_restarts_and_opens_anew_resets_our_channel() {
         .unwrap();
     assert!(net.run_until(net.now + 10_000_000, |n| rts(n, 1, tb)));
 }
+
+#[test]
+fn suspended_channels_send_nothing_until_resumed() {
+    let (mut net, _, _) = pair();
+    let ta = net.eps[0]
+        .connect(0, addr(1, false), 4, ChannelConfig::default_rtp())
+        .unwrap();
+    assert!(net.run_until(1_000_000, |n| rts(n, 0, ta)));
+    let tb = net.incoming_tpn(1).unwrap();
+    net.eps[0].suspend(ta).unwrap();
+    net.eps[0].send(ta, 1, 10_000).unwrap();
+    let t = net.now;
+    net.run_until(t + 5_000_000, |_| false);
+    assert_eq!(net.eps[0].state(ta), Some(ChannelState::Suspended));
+    assert!(net
+        .trace
+        .iter()
+        .all(|s| !matches!(s.tx.kind, TransmitKind::Data { .. })));
+    assert!(net.has_event(0, |e| *e
+        == Event::StateChanged {
+            tpn: ta,
+            state: ChannelState::Suspended
+        }));
+    net.eps[0].resume(ta).unwrap();
+    assert!(net.run_until(net.now + 5_000_000, |n| n.acked(0) == 1));
+    check_delivery(&net, 1, tb, &[(1, 10_000)]);
+}

@@ -539,7 +539,7 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
         key: u32,
         cfg: ChannelConfig,
         cm: impl FnOnce(u32, Psn) -> CmSession,
-    ) -> Result<usize, OpenError> {
+    ) -> Result<(usize, u32), OpenError> {
         let idx = self
             .chans
             .iter()
@@ -594,7 +594,7 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
         };
         let slot = self.chans.get_mut(idx).ok_or(OpenError::TableFull)?;
         *slot = Some(ch);
-        Ok(idx)
+        Ok((idx, tpn))
     }
 
     fn check_format(&self, remote: &Addr, cfg: &ChannelConfig) -> Result<Addr, ConfigError> {
@@ -628,10 +628,10 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
         }
         let proposal = cfg.params()?;
         let timing = self.cfg.cm;
-        let idx = self.alloc_channel(remote, local, key, cfg, |tpn, psn| {
+        let (_, tpn) = self.alloc_channel(remote, local, key, cfg, |tpn, psn| {
             CmSession::connect(now, timing, key, tpn, psn, proposal)
         })?;
-        Ok(u32::try_from(idx).unwrap_or(0).saturating_add(1))
+        Ok(tpn)
     }
 
     /// Starts tearing channel `tpn` down (DREQ / DREP). Unsent and
@@ -1058,7 +1058,7 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
             )
         });
         match r {
-            Ok(i) => {
+            Ok((i, _)) => {
                 if let Some(c) = self.chans.get_mut(i).and_then(Option::as_mut) {
                     c.incoming_pending = true;
                     c.after_cm();
