@@ -2,18 +2,34 @@
 //! An in-process test double of the `ub.ko` driver side: it programs a
 //! controller through its BAR0 registers, keeps TX/RX descriptor rings in
 //! (fake) guest memory, and runs the `ub-proto` data link engine on each
-//! port in software, as the real driver does. Traffic: 16-bit CNA packets
-//! carrying a flow id and a sequence number, sealed with an ICRC.
+//! port in software, as the real driver does.
+//!
+//! Two kinds of traffic:
+//! - the host stack ([`Driver::attach_endpoint`]): one `ub_proto::host`
+//!   endpoint per host over its ports' link engines, driven in the
+//!   endpoint's documented call order. What the endpoint transmits goes to
+//!   the per-VL TX queue of the port it chose; whole packets the link
+//!   delivers go to `Endpoint::handle_packet`. The driver marks a port up
+//!   in the endpoint while its DLL is in DLL_Normal and down otherwise
+//!   (PHY link down, link re-initialisation), so routing leaves a dead
+//!   port out; a retrain keeps the DLL in Normal and the port up.
+//! - raw packets for the link and switch tests ([`Driver::send`],
+//!   [`Driver::raw_tx`]): 16-bit CNA packets carrying a flow id and a
+//!   sequence number, sealed with an ICRC.
 
 #![allow(dead_code, reason = "each test binary uses part of the helpers")]
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use ub_fabric::device::{Controller, RecordingIrqs};
 use ub_fabric::fabric::Fabric;
 use ub_fabric::mem::FakeMemory;
 use ub_fabric::topology::{addr, Topology};
 use ub_proto::controller::{self as reg, RegisterBase, Ring};
+use ub_proto::host::{
+    AllocError, Delivery as HostDelivery, DeliverySink, Endpoint, EndpointConfig,
+    Event as HostEvent, MessageSource, MsgRef, Random, SendError, Storage,
+};
 use ub_proto::link::engine::{Delivery, Event, Link, LinkConfig, RxSink, TxPacket, TxSource};
 use ub_proto::link::retry::RetrySlot;
 use ub_proto::link::DllState;
@@ -30,6 +46,9 @@ pub const MEM_SIZE: usize = 8 << 20;
 pub const RING: u32 = 64;
 /// Buffer size per descriptor.
 pub const BUF: usize = reg::MAX_XFER_BYTES as usize;
+/// Packets a port's TX queues hold before the driver stops taking
+/// packets from the endpoint (the driver's stopped queue).
+pub const TX_QUEUE_LIMIT: usize = 32;
 
 /// A fabric whose hosts have fake memory and recording interrupts.
 pub fn fabric(topo: &Topology) -> Fabric {
@@ -90,6 +109,10 @@ pub struct Sink {
     pub congested: u64,
     /// Poisoned packets.
     pub poisoned: u64,
+    /// Hand whole packets up (to the endpoint) instead of parsing them.
+    pub pass_up: bool,
+    /// Packets waiting for the endpoint: (LPH.CFG, network packet).
+    pub up: Vec<(u8, Vec<u8>)>,
 }
 
 impl RxSink for Sink {
@@ -104,6 +127,11 @@ impl RxSink for Sink {
         }
         if d.error_flag {
             self.poisoned += 1;
+            return;
+        }
+        if self.pass_up {
+            // The endpoint checks the ICRC and parses; the link only frames.
+            self.up.push((self.cur_cfg, std::mem::take(&mut self.cur)));
             return;
         }
         let class = PacketClass::from_cfg(self.cur_cfg).unwrap_or(PacketClass::Cna16);
@@ -150,6 +178,190 @@ pub fn cna16_packet(src: u16, dst: u16, lbf: u8, flow: u16, seq: u32, body: usiz
     p
 }
 
+/// Where the endpoints' tables and channel buffers come from: `Vec`,
+/// reserved fallibly (the kernel's `KVec`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct VecStore;
+
+impl Storage for VecStore {
+    type Buf<T> = Vec<T>;
+    fn alloc<T>(&mut self, n: usize, fill: impl FnMut() -> T) -> Result<Vec<T>, AllocError> {
+        let mut v = Vec::new();
+        v.try_reserve_exact(n).map_err(|_| AllocError)?;
+        v.extend(std::iter::repeat_with(fill).take(n));
+        Ok(v)
+    }
+}
+
+/// SplitMix64: the endpoints' seeded random source (initial PSNs).
+#[derive(Debug, Clone)]
+pub struct SplitMix(pub u64);
+
+impl SplitMix {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+impl Random for SplitMix {
+    fn random_u32(&mut self) -> u32 {
+        self.next_u64() as u32
+    }
+}
+
+/// The host endpoint as the double runs it.
+pub type HostEndpoint = Endpoint<VecStore, SplitMix>;
+
+/// Byte `off` of message `token`: messages are a pattern, so the sender
+/// stores nothing and the receiver can check every byte.
+pub fn pattern(token: u64, off: u32) -> u8 {
+    (token
+        .wrapping_mul(131)
+        .wrapping_add(u64::from(off).wrapping_mul(7))
+        ^ (u64::from(off) >> 8)) as u8
+}
+
+/// The message store of the double: message bytes are [`pattern`].
+#[derive(Debug, Default)]
+pub struct PatternSource;
+
+impl MessageSource for PatternSource {
+    fn read(&mut self, msg: MsgRef, offset: u32, out: &mut [u8]) {
+        let token = match msg {
+            MsgRef::Channel { token, .. } | MsgRef::Datagram { token } => token,
+        };
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = pattern(token, offset + i as u32);
+        }
+    }
+}
+
+/// What an endpoint delivered, reassembled per channel.
+#[derive(Debug, Default)]
+pub struct AppSink {
+    partial: HashMap<u32, Vec<u8>>,
+    /// Per channel: complete messages in delivery order (TPMSN, bytes).
+    pub messages: BTreeMap<u32, Vec<(u32, Vec<u8>)>>,
+    /// Datagrams received (bytes).
+    pub datagrams: Vec<Vec<u8>>,
+    /// Broken delivery contracts (a piece at the wrong offset, a wrong
+    /// total length).
+    pub errors: Vec<String>,
+}
+
+impl DeliverySink for AppSink {
+    fn deliver(&mut self, d: &HostDelivery<'_>) {
+        match *d {
+            HostDelivery::Message {
+                tpn,
+                offset,
+                bytes,
+                complete,
+                tpmsn,
+            } => {
+                let cur = self.partial.entry(tpn).or_default();
+                if offset as usize != cur.len() {
+                    self.errors
+                        .push(format!("tpn {tpn}: offset {offset} != {}", cur.len()));
+                }
+                cur.extend_from_slice(bytes);
+                if let Some(len) = complete {
+                    let m = std::mem::take(cur);
+                    if m.len() != len as usize {
+                        self.errors
+                            .push(format!("tpn {tpn}: length {len} != {}", m.len()));
+                    }
+                    self.messages.entry(tpn).or_default().push((tpmsn, m));
+                }
+            }
+            HostDelivery::Datagram { bytes, .. } => self.datagrams.push(bytes.to_vec()),
+        }
+    }
+}
+
+/// One host's stack: the endpoint, what it delivered, its events and the
+/// messages the test wants sent.
+pub struct Stack {
+    /// The endpoint.
+    pub ep: HostEndpoint,
+    /// What it delivered.
+    pub app: AppSink,
+    /// Every event it raised, with the time.
+    pub events: Vec<(u64, HostEvent)>,
+    /// Per channel: messages (token, length) still to post, in order;
+    /// posted as the send queue takes them (back-pressure).
+    pub outbox: BTreeMap<u32, VecDeque<(u64, u32)>>,
+    /// Packets the endpoint wrote, per port.
+    pub tx_per_port: Vec<u64>,
+    /// Packets handed to the endpoint, per port.
+    pub rx_per_port: Vec<u64>,
+    buf: Vec<u8>,
+}
+
+impl Stack {
+    /// Queues messages for channel `tpn`.
+    pub fn post(&mut self, tpn: u32, msgs: &[(u64, u32)]) {
+        self.outbox.entry(tpn).or_default().extend(msgs);
+    }
+
+    /// Events matching `f`.
+    pub fn count_events(&self, f: impl Fn(&HostEvent) -> bool) -> usize {
+        self.events.iter().filter(|(_, e)| f(e)).count()
+    }
+
+    /// Messages not yet posted.
+    pub fn unposted(&self) -> usize {
+        self.outbox.values().map(VecDeque::len).sum()
+    }
+
+    /// Posts what the send queues take. Channels not yet in RTS keep their
+    /// messages (`NotReady`); any other refusal is a test failure.
+    fn post_outbox(&mut self) {
+        for (&tpn, q) in &mut self.outbox {
+            while let Some(&(token, len)) = q.front() {
+                match self.ep.send(tpn, token, len) {
+                    Ok(()) => {
+                        q.pop_front();
+                    }
+                    Err(SendError::WouldBlock | SendError::NotReady) => break,
+                    Err(e) => panic!("send on tpn {tpn}: {e:?}"),
+                }
+            }
+        }
+    }
+
+    /// Steps 1 and 2 of the endpoint's call order: drain the events, then
+    /// hand every packet it can send to its port's TX queue (VL = SL).
+    /// Like a driver whose TX queue is full, it stops pulling while any
+    /// port holds [`TX_QUEUE_LIMIT`] packets: the endpoint keeps the rest
+    /// in its send queues, and no RTO runs for a packet that has not left.
+    fn flush(&mut self, ports: &mut [PortDriver], now: u64) {
+        while let Some(ev) = self.ep.poll_event() {
+            self.events.push((now, ev));
+        }
+        while ports.iter().all(|d| d.queued() < TX_QUEUE_LIMIT) {
+            let t = self
+                .ep
+                .poll_transmit(now, &mut self.buf, &mut PatternSource)
+                .expect("poll_transmit");
+            let Some(t) = t else { break };
+            let port = usize::from(t.port);
+            let d = ports.get_mut(port).expect("endpoint chose a port it has");
+            self.tx_per_port[port] += 1;
+            d.queues.q[usize::from(t.sl & 0xf)].push_back(Pkt {
+                cfg: t.meta.class.cfg(),
+                rt: t.meta.rt.bits(),
+                payload: self.buf[..t.len].to_vec(),
+            });
+        }
+    }
+}
+
 /// The driver side of one port.
 pub struct PortDriver {
     pub port: u32,
@@ -166,6 +378,8 @@ pub struct PortDriver {
     rx_tail: u32,
     pub tx_desc_errors: u64,
     pub retrain_requests: u64,
+    /// Whether the endpoint was told this port is up.
+    ep_up: bool,
     buf: Vec<u8>,
 }
 
@@ -173,12 +387,19 @@ impl PortDriver {
     fn reg(&self, r: u32) -> u32 {
         reg::port_reg(self.port, r).expect("port")
     }
+
+    /// Packets waiting in this port's TX queues.
+    pub fn queued(&self) -> usize {
+        self.queues.q.iter().map(VecDeque::len).sum()
+    }
 }
 
 /// The driver double of one controller.
 pub struct Driver {
     pub host: usize,
     pub ports: Vec<PortDriver>,
+    /// The host stack, once [`Driver::attach_endpoint`] ran.
+    pub stack: Option<Stack>,
 }
 
 impl Driver {
@@ -209,6 +430,7 @@ impl Driver {
                 rx_tail: RING - 1,
                 tx_desc_errors: 0,
                 retrain_requests: 0,
+                ep_up: false,
                 buf: vec![0; BUF],
             };
             let w = |ctrl: &mut Controller, r: u32, v: u32| {
@@ -245,107 +467,185 @@ impl Driver {
             );
             ports.push(d);
         }
-        Self { host, ports }
+        Self {
+            host,
+            ports,
+            stack: None,
+        }
     }
 
-    /// One pass of the driver: link state, interrupts, RX, timers, TX.
+    /// Runs a host endpoint over this controller's ports from now on: what
+    /// the links deliver goes to it, what it sends goes to the links.
+    /// Every port starts down in the endpoint until its DLL is up.
+    pub fn attach_endpoint(&mut self, cfg: EndpointConfig, seed: u64) {
+        assert_eq!(usize::from(cfg.ports), self.ports.len(), "one port each");
+        let mut ep = HostEndpoint::new(cfg, VecStore, SplitMix(seed)).expect("endpoint");
+        for d in &mut self.ports {
+            d.sink.pass_up = true;
+            ep.set_port_up(d.port as u8, d.link.state() == DllState::Normal);
+            d.ep_up = d.link.state() == DllState::Normal;
+        }
+        let n = self.ports.len();
+        self.stack = Some(Stack {
+            ep,
+            app: AppSink::default(),
+            events: Vec::new(),
+            outbox: BTreeMap::new(),
+            tx_per_port: vec![0; n],
+            rx_per_port: vec![0; n],
+            buf: vec![0; cfg.max_packet as usize],
+        });
+    }
+
+    /// The stack (panics if none is attached: a test bug).
+    pub fn stack(&self) -> &Stack {
+        self.stack.as_ref().expect("no endpoint attached")
+    }
+
+    /// The stack, mutably.
+    pub fn stack_mut(&mut self) -> &mut Stack {
+        self.stack.as_mut().expect("no endpoint attached")
+    }
+
+    /// One pass of the driver: per port link state, interrupts, RX and
+    /// link timers; then the endpoint (received packets, API calls,
+    /// timers, each followed by its call order); then per port TX.
     pub fn poll(&mut self, f: &mut Fabric, now: u64) {
         let ctrl = &mut f.hosts[self.host].ctrl;
         for d in &mut self.ports {
-            let phy = ctrl.read32(d.reg(reg::PHY_STATUS::OFFSET));
-            let up = phy & reg::PHY_STATUS::ZERO.link_up().mask() != 0;
-            if up && d.link.state() == DllState::Disabled {
-                d.link.link_up(now);
-            } else if !up && d.link.state() != DllState::Disabled {
-                d.link.link_down(now, &mut d.sink);
-                for q in &mut d.queues.q {
-                    q.clear();
+            d.poll_rx(ctrl, now);
+        }
+        if let Some(st) = self.stack.as_mut() {
+            for d in &mut self.ports {
+                let up = d.link.state() == DllState::Normal;
+                if up != d.ep_up {
+                    d.ep_up = up;
+                    st.ep.set_port_up(d.port as u8, up);
                 }
             }
-            let cause = ctrl.read32(d.reg(reg::INT_CAUSE::OFFSET));
-            ctrl.write32(d.reg(reg::INT_CAUSE::OFFSET), cause, now);
-            if cause & reg::INT_CAUSE::ZERO.retrain_done().mask() != 0 {
-                d.link.phy_retrained(now);
-            }
-            // RX completions.
-            let head = ctrl.read32(d.reg(reg::RING_HEAD::of::<reg::RxRing>()));
-            let mut posted = 0;
-            while d.rx_next != head {
-                let da = reg::desc_addr(d.rx_base, d.rx_next).expect("addr");
-                let mut raw = [0u8; reg::DESC_BYTES];
-                ctrl.memory_mut().read(da, &mut raw).expect("desc");
-                let desc = reg::Desc::decode(&raw);
-                if desc.state().lost().is_set() {
-                    d.link.receive_error(now, u32::from(desc.lost));
-                }
-                let n = usize::from(desc.done_len);
-                let mut data = vec![0u8; n];
-                ctrl.memory_mut().read(desc.addr, &mut data).expect("buf");
-                d.link.handle_receive(now, &data, &mut d.sink);
-                // Re-post the buffer at the tail.
-                let fresh = reg::Desc {
-                    addr: desc.addr,
-                    len: BUF as u16,
-                    ..Default::default()
-                };
-                let ta = reg::desc_addr(d.rx_base, d.rx_tail).expect("addr");
-                ctrl.memory_mut().write(ta, &fresh.encode()).expect("post");
-                d.rx_tail = reg::ring_next(d.rx_tail, RING);
-                d.rx_next = reg::ring_next(d.rx_next, RING);
-                posted += 1;
-            }
-            if posted > 0 {
-                ctrl.write32(d.reg(reg::RING_TAIL::of::<reg::RxRing>()), d.rx_tail, now);
-            }
-            if d.link.poll_timeout().is_some_and(|t| t <= now) {
-                d.link.handle_timeout(now);
-            }
-            while let Some(ev) = d.link.poll_event() {
-                if ev == Event::RetrainRequest {
-                    d.retrain_requests += 1;
-                    ctrl.write32(
-                        d.reg(reg::PHY_CTRL::OFFSET),
-                        reg::PHY_CTRL::ZERO.enable().mask() | reg::PHY_CTRL::ZERO.retrain().mask(),
-                        now,
-                    );
+            for i in 0..self.ports.len() {
+                let pkts = std::mem::take(&mut self.ports[i].sink.up);
+                for (cfg, bytes) in pkts {
+                    st.rx_per_port[i] += 1;
+                    st.ep.handle_packet(now, i as u8, cfg, &bytes, &mut st.app);
+                    st.flush(&mut self.ports, now);
                 }
             }
-            // TX completions.
-            let tx_head = ctrl.read32(d.reg(reg::RING_HEAD::of::<reg::TxRing>()));
-            while d.tx_clean != tx_head {
-                let da = reg::desc_addr(d.tx_base, d.tx_clean).expect("addr");
-                let mut raw = [0u8; reg::DESC_BYTES];
-                ctrl.memory_mut().read(da, &mut raw).expect("desc");
-                if reg::Desc::decode(&raw).state().err().is_set() {
-                    d.tx_desc_errors += 1;
-                }
-                d.tx_clean = reg::ring_next(d.tx_clean, RING);
+            st.post_outbox();
+            st.flush(&mut self.ports, now);
+            if st.ep.poll_timeout().is_some_and(|t| t <= now) {
+                st.ep.handle_timeout(now);
+                st.flush(&mut self.ports, now);
             }
-            // TX: fill free descriptors with engine output.
-            let mut rung = false;
-            while reg::ring_next(d.tx_tail, RING) != d.tx_clean {
-                let n = d.link.poll_transmit(now, &mut d.buf, &mut d.queues);
-                if n == 0 {
-                    break;
-                }
-                let ba = d.tx_bufs + u64::from(d.tx_tail) * BUF as u64;
-                ctrl.memory_mut().write(ba, &d.buf[..n]).expect("buf");
-                let desc = reg::Desc {
-                    addr: ba,
-                    len: n as u16,
-                    ..Default::default()
-                };
-                let da = reg::desc_addr(d.tx_base, d.tx_tail).expect("addr");
-                ctrl.memory_mut().write(da, &desc.encode()).expect("desc");
-                d.tx_tail = reg::ring_next(d.tx_tail, RING);
-                rung = true;
+        }
+        for d in &mut self.ports {
+            d.poll_tx(ctrl, now);
+        }
+    }
+}
+
+impl PortDriver {
+    /// Link state, interrupts, RX completions, link timers and events.
+    fn poll_rx(&mut self, ctrl: &mut Controller, now: u64) {
+        let d = self;
+        let phy = ctrl.read32(d.reg(reg::PHY_STATUS::OFFSET));
+        let up = phy & reg::PHY_STATUS::ZERO.link_up().mask() != 0;
+        if up && d.link.state() == DllState::Disabled {
+            d.link.link_up(now);
+        } else if !up && d.link.state() != DllState::Disabled {
+            d.link.link_down(now, &mut d.sink);
+            for q in &mut d.queues.q {
+                q.clear();
             }
-            if rung {
-                ctrl.write32(d.reg(reg::RING_TAIL::of::<reg::TxRing>()), d.tx_tail, now);
+        }
+        let cause = ctrl.read32(d.reg(reg::INT_CAUSE::OFFSET));
+        ctrl.write32(d.reg(reg::INT_CAUSE::OFFSET), cause, now);
+        if cause & reg::INT_CAUSE::ZERO.retrain_done().mask() != 0 {
+            d.link.phy_retrained(now);
+        }
+        // RX completions.
+        let head = ctrl.read32(d.reg(reg::RING_HEAD::of::<reg::RxRing>()));
+        let mut posted = 0;
+        while d.rx_next != head {
+            let da = reg::desc_addr(d.rx_base, d.rx_next).expect("addr");
+            let mut raw = [0u8; reg::DESC_BYTES];
+            ctrl.memory_mut().read(da, &mut raw).expect("desc");
+            let desc = reg::Desc::decode(&raw);
+            if desc.state().lost().is_set() {
+                d.link.receive_error(now, u32::from(desc.lost));
+            }
+            let n = usize::from(desc.done_len);
+            let mut data = vec![0u8; n];
+            ctrl.memory_mut().read(desc.addr, &mut data).expect("buf");
+            d.link.handle_receive(now, &data, &mut d.sink);
+            // Re-post the buffer at the tail.
+            let fresh = reg::Desc {
+                addr: desc.addr,
+                len: BUF as u16,
+                ..Default::default()
+            };
+            let ta = reg::desc_addr(d.rx_base, d.rx_tail).expect("addr");
+            ctrl.memory_mut().write(ta, &fresh.encode()).expect("post");
+            d.rx_tail = reg::ring_next(d.rx_tail, RING);
+            d.rx_next = reg::ring_next(d.rx_next, RING);
+            posted += 1;
+        }
+        if posted > 0 {
+            ctrl.write32(d.reg(reg::RING_TAIL::of::<reg::RxRing>()), d.rx_tail, now);
+        }
+        if d.link.poll_timeout().is_some_and(|t| t <= now) {
+            d.link.handle_timeout(now);
+        }
+        while let Some(ev) = d.link.poll_event() {
+            if ev == Event::RetrainRequest {
+                d.retrain_requests += 1;
+                ctrl.write32(
+                    d.reg(reg::PHY_CTRL::OFFSET),
+                    reg::PHY_CTRL::ZERO.enable().mask() | reg::PHY_CTRL::ZERO.retrain().mask(),
+                    now,
+                );
             }
         }
     }
 
+    /// TX completions, then free descriptors filled with link output.
+    fn poll_tx(&mut self, ctrl: &mut Controller, now: u64) {
+        let d = self;
+        let tx_head = ctrl.read32(d.reg(reg::RING_HEAD::of::<reg::TxRing>()));
+        while d.tx_clean != tx_head {
+            let da = reg::desc_addr(d.tx_base, d.tx_clean).expect("addr");
+            let mut raw = [0u8; reg::DESC_BYTES];
+            ctrl.memory_mut().read(da, &mut raw).expect("desc");
+            if reg::Desc::decode(&raw).state().err().is_set() {
+                d.tx_desc_errors += 1;
+            }
+            d.tx_clean = reg::ring_next(d.tx_clean, RING);
+        }
+        let mut rung = false;
+        while reg::ring_next(d.tx_tail, RING) != d.tx_clean {
+            let n = d.link.poll_transmit(now, &mut d.buf, &mut d.queues);
+            if n == 0 {
+                break;
+            }
+            let ba = d.tx_bufs + u64::from(d.tx_tail) * BUF as u64;
+            ctrl.memory_mut().write(ba, &d.buf[..n]).expect("buf");
+            let desc = reg::Desc {
+                addr: ba,
+                len: n as u16,
+                ..Default::default()
+            };
+            let da = reg::desc_addr(d.tx_base, d.tx_tail).expect("addr");
+            ctrl.memory_mut().write(da, &desc.encode()).expect("desc");
+            d.tx_tail = reg::ring_next(d.tx_tail, RING);
+            rung = true;
+        }
+        if rung {
+            ctrl.write32(d.reg(reg::RING_TAIL::of::<reg::TxRing>()), d.tx_tail, now);
+        }
+    }
+}
+
+impl Driver {
     /// Queues `count` packets from port `port` to host `dst_host` (its
     /// port CNA `dst_port`, or its primary CNA if `None`).
     #[expect(
@@ -421,10 +721,7 @@ impl Driver {
 
     /// Packets still queued for sending.
     pub fn queued(&self) -> usize {
-        self.ports
-            .iter()
-            .map(|p| p.queues.q.iter().map(VecDeque::len).sum::<usize>())
-            .sum()
+        self.ports.iter().map(PortDriver::queued).sum()
     }
 }
 
