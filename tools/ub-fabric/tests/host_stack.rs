@@ -646,6 +646,15 @@ fn clean_path_needs_no_retransmission() {
             assert!(c.tx_packets > 0);
         }
     }
+    // Four channels per host, accepted ones included, spread over both
+    // ports: accepted channels get a load-balancing key of their own.
+    for (h, d) in ds.iter().enumerate() {
+        let per_port = &d.stack().tx_per_port;
+        assert!(
+            per_port.iter().all(|&n| n > 0),
+            "host {h} sends on every port: {per_port:?}"
+        );
+    }
     for d in ds {
         let n = d.stack().ep.net_counters();
         assert_eq!(

@@ -197,7 +197,9 @@ pub struct ChannelConfig {
     /// Load balancing of data packets.
     pub lb: LoadBalance,
     /// UDP source port (IP format) or LBF (low 8 bits, CNA format) of the
-    /// channel; TPG members differ here.
+    /// channel; TPG members differ here. For the accepting side's template
+    /// (`EndpointConfig::accept`) each accepted channel XORs the low 8 bits
+    /// with the peer's TPN, so accepted channels spread over the paths.
     pub lb_key: u16,
     /// Service level (4 bits) of the channel's packets.
     pub sl: u8,

@@ -1051,6 +1051,14 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
             self.push_stateless(from, reject(local_params));
             return;
         }
+        // Accepted channels share one configuration; without a key of their
+        // own they would all hash onto one port and one switch path. The
+        // peer's TPN tells them apart; the high bits of the key (the UDP
+        // source-port range) stay as configured.
+        let acc = ChannelConfig {
+            lb_key: acc.lb_key ^ (m.src_tpn & 0xff) as u16,
+            ..acc
+        };
         let timing = self.cfg.cm;
         let r = self.alloc_channel(from, local, m.txn, acc, |tpn, psn| {
             CmSession::accept(now, timing, m, tpn, psn, &local_params).unwrap_or(
