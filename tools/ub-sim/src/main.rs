@@ -328,7 +328,7 @@ fn sweep(first: u64, last: u64) -> Result<()> {
                 // Traffic both ways at once over the same channels.
                 sc.reverse_messages = (0..20)
                     .map(|i| {
-                        1 + (i * 104_729).wrapping_add((seed as u32).wrapping_mul(17)) % 70_000
+                        1 + (i * 104_729u32).wrapping_add((seed as u32).wrapping_mul(17)) % 70_000
                     })
                     .collect();
                 let n = sc.messages.len() as u64;
