@@ -8,7 +8,9 @@
     reason = "test code: a panic is a test failure"
 )]
 
-use ub_proto::crc::{crc30, crc32, Crc30, Crc32, CRC30_POLY, CRC32_POLY};
+use ub_proto::crc::{
+    crc30, crc32, crc32_le_portable, Crc30, Crc32, Crc32Update, CRC30_POLY, CRC32_POLY,
+};
 use ub_proto::testvec::{CrcInput, CRC30_CHECK, CRC30_VECTORS, CRC32_CHECK, CRC32_VECTORS};
 
 const CRC30_REF: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::Algorithm {
@@ -47,10 +49,12 @@ fn crc30_bitwise(data: &[u8], tail: u8, tail_bits: u32) -> u32 {
     reg
 }
 
-/// The ICRC exactly as §5.3.7 words it: every byte bit-reversed into an
-/// MSB-first CRC-32 (init all ones), the result bit-reversed and inverted.
-fn icrc_as_specified(data: &[u8]) -> u32 {
-    let mut reg: u32 = 0xFFFF_FFFF;
+/// The ICRC's CRC-32 update exactly as §5.3.7 words it: every byte
+/// bit-reversed into an MSB-first CRC-32 register. `reg` and the result are
+/// in the reflected form `crc32_le` uses (the register bit-reversed), with
+/// no inversion, so this is the reference of every [`Crc32Update`].
+fn crc32_le_as_specified(reg: u32, data: &[u8]) -> u32 {
+    let mut reg = reg.reverse_bits();
     for &byte in data {
         let byte = byte.reverse_bits();
         for i in (0..8).rev() {
@@ -61,7 +65,13 @@ fn icrc_as_specified(data: &[u8]) -> u32 {
             }
         }
     }
-    !reg.reverse_bits()
+    reg.reverse_bits()
+}
+
+/// The ICRC as §5.3.7 words it: initial value all ones, the result
+/// bit-reversed and inverted.
+fn icrc_as_specified(data: &[u8]) -> u32 {
+    !crc32_le_as_specified(0xFFFF_FFFF, data)
 }
 
 #[test]
@@ -175,6 +185,77 @@ fn single_bit_errors_are_detected() {
         assert_ne!(crc30(&bad), good30, "bit {bit}");
         assert_ne!(crc32(&bad), good32, "bit {bit}");
     }
+}
+
+/// Lengths around every step boundary of the table code (steps of 16, then
+/// 8, then 4, then bytes), short and long.
+fn lengths() -> impl Iterator<Item = usize> {
+    (0..=300).chain([636, 1000, 4095, 4096, 4097, 9000])
+}
+
+/// The fast CRC30 against the bit-serial transcription of the
+/// specification, for every length up to 300 bytes and beyond, at every
+/// alignment of the input, with every number of trailing bits.
+#[test]
+fn crc30_matches_bit_serial_reference_at_every_length_and_offset() {
+    let buf = random_bytes(0x5eed, 9000 + 16);
+    let mut seed = 1u64;
+    for len in lengths() {
+        for offset in 0..16 {
+            let data = &buf[offset..offset + len];
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let tail = (seed >> 56) as u8;
+            let tail_bits = ((seed >> 32) % 9) as u32;
+            let mut crc = Crc30::new();
+            crc.update(data);
+            crc.update_bits(tail, tail_bits);
+            assert_eq!(
+                crc.finish(),
+                crc30_bitwise(data, tail, tail_bits),
+                "len {len} offset {offset} tail {tail:#x}/{tail_bits}"
+            );
+        }
+    }
+}
+
+/// Checks a [`Crc32Update`] backend against the specification's wording:
+/// any register value, every length and alignment, and fed in two pieces
+/// split anywhere (the ICRC feeds its masked head and the rest apart).
+fn check_crc32_backend(name: &str, backend: Crc32Update) {
+    let buf = random_bytes(0xc0ffee, 9000 + 16);
+    let mut reg = 0x1234_5678u32;
+    for len in lengths() {
+        for offset in 0..16 {
+            let data = &buf[offset..offset + len];
+            reg = reg.rotate_left(7) ^ (len as u32).wrapping_mul(0x9E37_79B9);
+            let expected = crc32_le_as_specified(reg, data);
+            assert_eq!(
+                backend(reg, data),
+                expected,
+                "{name}: len {len} offset {offset} reg {reg:#x}"
+            );
+            let split = (reg as usize) % (len + 1);
+            let (a, b) = data.split_at(split);
+            assert_eq!(
+                backend(backend(reg, a), b),
+                expected,
+                "{name}: len {len} split {split}"
+            );
+        }
+    }
+    for v in CRC32_VECTORS {
+        assert_eq!(
+            !backend(!0, &bytes(v.input)),
+            v.crc32,
+            "{name}: vector {:?}",
+            v.input
+        );
+    }
+}
+
+#[test]
+fn portable_crc32_backend_matches_specification() {
+    check_crc32_backend("portable", crc32_le_portable);
 }
 
 /// Prints the reference values of every vector, to fill `testvec.rs`.
