@@ -14,6 +14,7 @@ use ub_proto::transport::msg::{
 
 use crate::rng::Rng;
 use crate::PathCfg;
+use crate::ICRC;
 
 /// Datagram transport.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,7 +92,7 @@ pub fn run_datagrams(kind: Kind, paths: &[PathCfg], n: u32, size: u32, seed: u64
             Kind::Ctp => write_ctp(&mut buf[hoff..], 0, &payload),
         }
         .expect("fits");
-        let len = finish_packet(&net, &mut buf, tp_len).expect("fits");
+        let len = finish_packet(ICRC, &net, &mut buf, tp_len).expect("fits");
         let mut bytes = buf[..len].to_vec();
         rep.transmissions += 1;
         nic_free += (len as f64 / 12.5).ceil() as u64;
@@ -124,7 +125,7 @@ pub fn run_datagrams(kind: Kind, paths: &[PathCfg], n: u32, size: u32, seed: u64
     }
     arrivals.sort_by_key(|a| (a.0, a.1));
     for (_, _, bytes) in arrivals {
-        let Ok((_, tp)) = open_packet(net.class(), &bytes) else {
+        let Ok((_, tp)) = open_packet(ICRC, net.class(), &bytes) else {
             rep.icrc_drops += 1;
             continue;
         };
@@ -198,7 +199,7 @@ pub fn run_ctp_congestion(n: u32, size: u32, mark_threshold: u64, cc: bool) -> C
         }
         let hoff = net.len();
         let tp_len = write_ctp(&mut buf[hoff..], 0, &payload).expect("fits");
-        let len = finish_packet(&net, &mut buf, tp_len).expect("fits");
+        let len = finish_packet(ICRC, &net, &mut buf, tp_len).expect("fits");
         let depart = now + (len as f64 / NIC).ceil() as u64;
         if cc {
             rate.on_send(now, len as u32);
@@ -218,7 +219,7 @@ pub fn run_ctp_congestion(n: u32, size: u32, mark_threshold: u64, cc: bool) -> C
             bytes[6..8].copy_from_slice(&cci.to_u16().to_be_bytes());
         }
         // Receiver.
-        let Ok((hdr, tp)) = open_packet(net.class(), &bytes) else {
+        let Ok((hdr, tp)) = open_packet(ICRC, net.class(), &bytes) else {
             continue;
         };
         if parse_ctp(tp).is_ok() {

@@ -23,6 +23,7 @@ pub mod rng;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
+use ub_proto::crc::Crc32Update;
 use ub_proto::net::cci::{Cci, Fecn};
 use ub_proto::net::npi::Npi;
 use ub_proto::net::nth::{IpHdr, IpNth, NetHeader, Nth24, NLP24_RTPH};
@@ -38,6 +39,10 @@ use ub_proto::transport::tx::{RtpSender, TxConfig, TxEvent, TxSlot};
 use ub_proto::transport::{RetransmitMode, RtoMode, StaticRto};
 
 use rng::Rng;
+
+/// The ICRC backend of every simulated host: the carry-less-multiply
+/// CRC-32 (the results do not depend on it; the run time does).
+pub(crate) const ICRC: Crc32Update = ub_host_crc::crc32_le;
 
 /// One path between the switch and host B (used in both directions).
 #[derive(Clone, Debug)]
@@ -471,7 +476,7 @@ impl World<'_> {
     /// Sends a packet whose transport part is at `buf[hdr..hdr + tp_len]`.
     fn send(&mut self, now: u64, to_b: bool, net: NetHeader, tp_len: usize, rtx: bool) {
         let mut buf = std::mem::take(&mut self.buf);
-        let n = finish_packet(&net, &mut buf, tp_len).expect("packet fits");
+        let n = finish_packet(ICRC, &net, &mut buf, tp_len).expect("packet fits");
         let bytes = buf[..n].to_vec();
         self.buf = buf;
         let hlen = net.len();
@@ -700,7 +705,7 @@ impl World<'_> {
     }
 
     fn on_arrive_b(&mut self, now: u64, class: PacketClass, bytes: &[u8]) {
-        let Ok((net, tp)) = open_packet(class, bytes) else {
+        let Ok((net, tp)) = open_packet(ICRC, class, bytes) else {
             self.rep.icrc_drops += 1;
             return;
         };
@@ -753,7 +758,7 @@ impl World<'_> {
     }
 
     fn on_arrive_a(&mut self, now: u64, class: PacketClass, bytes: &[u8]) {
-        let Ok((_, tp)) = open_packet(class, bytes) else {
+        let Ok((_, tp)) = open_packet(ICRC, class, bytes) else {
             self.rep.icrc_drops += 1;
             return;
         };

@@ -5,6 +5,7 @@
 
 #![allow(
     clippy::indexing_slicing,
+    clippy::unwrap_used,
     reason = "test code: a panic is a test failure"
 )]
 
@@ -258,6 +259,36 @@ fn portable_crc32_backend_matches_specification() {
     check_crc32_backend("portable", crc32_le_portable);
 }
 
+/// The host's carry-less-multiply backend: its folding starts at 64 or 128
+/// bytes depending on the CPU, which `lengths` covers on both sides.
+#[test]
+fn host_crc32_backend_matches_specification() {
+    check_crc32_backend("ub-host-crc", ub_host_crc::crc32_le);
+}
+
+/// Every backend against the portable one on long random inputs from
+/// random registers, at random offsets (the cross-check the KUnit suite
+/// does for the kernel's `crc32_le`).
+#[test]
+fn host_crc32_backend_matches_portable_on_random_inputs() {
+    let buf = random_bytes(0xfeed, 70_000);
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    for _ in 0..500 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let offset = (x % 64) as usize;
+        let len = ((x >> 8) % 66_000) as usize;
+        let reg = (x >> 32) as u32;
+        let data = &buf[offset..offset + len];
+        assert_eq!(
+            ub_host_crc::crc32_le(reg, data),
+            crc32_le_portable(reg, data),
+            "len {len} offset {offset} reg {reg:#x}"
+        );
+    }
+}
+
 /// Prints the reference values of every vector, to fill `testvec.rs`.
 #[test]
 #[ignore = "generator for testvec.rs, run by hand"]
@@ -275,5 +306,83 @@ fn print_reference_values() {
             v.input,
             CRC32_REF.checksum(&bytes(v.input))
         );
+    }
+}
+
+/// The ICRC takes its backend as an argument: a packet sealed with one
+/// backend verifies with the other, for every class with an ICRC, and a
+/// corrupted one fails with both.
+#[test]
+fn icrc_backends_are_interchangeable() {
+    use ub_proto::net::cci::Cci;
+    use ub_proto::net::icrc;
+    use ub_proto::net::npi::Npi;
+    use ub_proto::net::nth::{IpHdr, IpNth, NetHeader, Nth16, Nth24, ICRC_LEN};
+    use ub_proto::net::Error;
+
+    let headers = [
+        NetHeader::Cna16 {
+            nth: Nth16 {
+                scna: 0x1234,
+                dcna: 0xabcd,
+                cci: Cci::DEFAULT,
+                lbf: 9,
+                sl: 5,
+                mgmt: false,
+                nlp: 1,
+            },
+            coherent: false,
+        },
+        NetHeader::Cna24(Nth24 {
+            scna: 0x12_3456,
+            dcna: 0xfe_dcba,
+            cci: Cci::DEFAULT,
+            lbf: 200,
+            sl: 15,
+            nlp: 2,
+        }),
+        NetHeader::Ip(IpNth {
+            cci: Cci::DEFAULT,
+            npi: Npi::DEFAULT,
+            ip: IpHdr::V4 {
+                dscp: 10,
+                ecn: 1,
+                ident: 77,
+                ttl: 64,
+                src: [10, 0, 0, 1],
+                dst: [10, 0, 0, 2],
+            },
+            sport: 50000,
+        }),
+    ];
+    let backends: [(&str, Crc32Update); 2] = [
+        ("portable", crc32_le_portable),
+        ("ub-host-crc", ub_host_crc::crc32_le),
+    ];
+    for h in &headers {
+        let class = h.class();
+        for len in [1usize, 64, 200, 4096] {
+            let upper = random_bytes(len as u64, len);
+            let mut pkt = vec![0u8; h.len() + len + ICRC_LEN];
+            let n = h.write(&mut pkt, len).unwrap();
+            pkt[n..n + len].copy_from_slice(&upper);
+            for (sealer, seal_with) in backends {
+                icrc::seal(seal_with, class, &mut pkt).unwrap();
+                for (checker, check_with) in backends {
+                    assert_eq!(
+                        icrc::verify(check_with, class, &pkt),
+                        Ok(()),
+                        "{class:?} {len} B sealed by {sealer}, checked by {checker}"
+                    );
+                    let mut bad = pkt.clone();
+                    bad[n + len / 2] ^= 0x10;
+                    assert_eq!(
+                        icrc::verify(check_with, class, &bad),
+                        Err(Error::BadIcrc),
+                        "{class:?} {len} B corrupted, checked by {checker}"
+                    );
+                }
+            }
+        }
     }
 }

@@ -14,6 +14,7 @@ use ub_fabric::fabric::Fabric;
 use ub_fabric::mem::FakeMemory;
 use ub_fabric::topology::{addr, Topology};
 use ub_proto::controller as reg;
+use ub_proto::crc::crc32_le_portable;
 use ub_proto::link::engine::{Delivery, Event, Link, LinkConfig, RxSink, TxPacket, TxSource};
 use ub_proto::link::retry::RetrySlot;
 use ub_proto::link::DllState;
@@ -107,7 +108,7 @@ impl RxSink for Sink {
             return;
         }
         let class = PacketClass::from_cfg(self.cur_cfg).unwrap_or(PacketClass::Cna16);
-        if icrc::verify(class, &self.cur).is_err() {
+        if icrc::verify(crc32_le_portable, class, &self.cur).is_err() {
             self.icrc_errors += 1;
             return;
         }
@@ -146,7 +147,7 @@ pub fn cna16_packet(src: u16, dst: u16, lbf: u8, flow: u16, seq: u32, body: usiz
     for (i, b) in p[n + 6..n + upper].iter_mut().enumerate() {
         *b = (seq as usize + i) as u8;
     }
-    icrc::seal(PacketClass::Cna16, &mut p).expect("seal");
+    icrc::seal(crc32_le_portable, PacketClass::Cna16, &mut p).expect("seal");
     p
 }
 
