@@ -14,11 +14,11 @@
 //! [`crate::crc::crc32_le_portable`]); every function here takes it, so a
 //! build chooses its backend once, where it configures its endpoint.
 //!
-//! **Trailer byte order** (the
-//! spec's figure is missing, so this is our decision): little-endian, the
-//! least significant byte first, as Ethernet sends its FCS and RoCEv2 its
-//! ICRC. With that order the CRC over the masked covered bytes followed by
-//! the trailer is the constant [`RESIDUE`], which the tests check.
+//! **Trailer byte order** (the spec's figure is missing, so this is our
+//! decision): little-endian, the least significant byte first, as Ethernet
+//! sends its FCS and RoCEv2 its ICRC. With that order the CRC over the
+//! masked covered bytes followed by the trailer is the constant
+//! [`RESIDUE`], which the tests check.
 
 use super::super::crc::Crc32Update;
 use super::nth::{
