@@ -4,7 +4,9 @@
 //! and the ICRC sealed and checked, for 64 B, 4 KiB and 64 KiB messages at
 //! MTU 4 KiB, next to the engines alone in the same run.
 //!
-//! `cargo bench -p ub-proto --bench path` (`-- --quick` for a short run).
+//! `cargo bench -p ub-proto --bench path` (`-- --quick` for a short run;
+//! `PATH_BENCH_PROFILE=<message bytes>` runs only that case, long, with the
+//! carry-less-multiply backend, for a profiler).
 //!
 //! The ICRC runs on each CRC-32 backend a host has ([`Crc32Update`]): the
 //! carry-less-multiply one of `ub-host-crc`, which host programs use, and
