@@ -62,8 +62,8 @@ impl PinnedDrop for UbModule {
 
 /// Runs the shared known-answer vectors against the kernel build of
 /// `ub-proto`: the same vectors the host tests derive from independent
-/// reference implementations. Checks the kernel's `crc32_le`, the ICRC
-/// backend of `ub.ko` ([`kernel_crc`]), on them and against the portable
+/// reference implementations. Checks the kernel's `crc32_le` (an ICRC
+/// backend of `ub.ko`, see [`kernel_crc`]) on them and against the portable
 /// code.
 #[cfg(CONFIG_UB_KUNIT_TEST)]
 #[kunit_tests(ub_proto_crc)]
@@ -87,6 +87,7 @@ mod crc_tests {
         for v in CRC32_VECTORS {
             assert_eq!(icrc_by(kernel_crc::crc32_le, v), v.crc32);
             assert_eq!(icrc_by(crc32_le_portable, v), v.crc32);
+            assert_eq!(icrc_by(kernel_crc::ICRC_BACKEND, v), v.crc32);
         }
     }
 
