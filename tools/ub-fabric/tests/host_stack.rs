@@ -13,6 +13,7 @@ use common::{bring_up, fabric, pattern, run_until, Driver};
 use serde_json::Value;
 use ub_fabric::fabric::{Command, Fabric};
 use ub_fabric::topology::{addr, Topology};
+use ub_proto::crc::crc32_le_portable;
 use ub_proto::host::{
     Addr, ChannelConfig, ChannelCounters, EndpointConfig, Event, LoadBalance, LocalAddrs, RtoConfig,
 };
@@ -88,7 +89,7 @@ fn endpoint_config(h: usize) -> EndpointConfig {
         // settles on the initiator's (the weaker of the two).
         accept: Some(channel(0, RetransmitMode::Selective, true, false)),
         hash_seed: 0x5eed + h as u64,
-        icrc: None,
+        icrc: crc32_le_portable,
     }
 }
 

@@ -231,7 +231,7 @@ pub fn run_ctp_congestion(n: u32, size: u32, mark_threshold: u64, cc: bool) -> C
         }
         let hoff = net.len();
         let tp_len = write_ctp(&mut buf[hoff..], 0, &payload).expect("fits");
-        let len = finish_packet(&net, &mut buf, tp_len).expect("fits");
+        let len = finish_packet(ub_host_crc::crc32_le, &net, &mut buf, tp_len).expect("fits");
         let depart = now + (len as f64 / NIC).ceil() as u64;
         if cc {
             rate.on_send(now, len as u32);
@@ -251,7 +251,7 @@ pub fn run_ctp_congestion(n: u32, size: u32, mark_threshold: u64, cc: bool) -> C
             bytes[6..8].copy_from_slice(&cci.to_u16().to_be_bytes());
         }
         // Receiver.
-        let Ok((hdr, tp)) = open_packet(net.class(), &bytes) else {
+        let Ok((hdr, tp)) = open_packet(ub_host_crc::crc32_le, net.class(), &bytes) else {
             continue;
         };
         if parse_ctp(tp).is_ok() {

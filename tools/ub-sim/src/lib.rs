@@ -617,7 +617,7 @@ pub(crate) fn endpoint(sc: &Scenario, h: usize, seed: u64) -> SimEndpoint {
         },
         accept: Some(channel_config(sc, SPORT, None)),
         hash_seed: 42 + h as u64,
-        icrc: None,
+        icrc: ub_host_crc::crc32_le,
     };
     let mut ep = SimEndpoint::new(cfg, VecStorage, SimRandom(Rng::new(seed))).expect("endpoint");
     let (_, width) = host_addr(sc, 1 - h).key();

@@ -27,6 +27,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
+use ub_proto::crc::crc32_le_portable;
 use ub_proto::net::cci::Cci;
 use ub_proto::net::npi::Npi;
 use ub_proto::net::nth::{IpHdr, IpNth, NetHeader};
@@ -126,8 +127,8 @@ fn bench(mode: RetransmitMode, fast: bool, ack_every: u16, full: bool, packets: 
         let p = tx.poll_transmit(now, &mut wire[hoff..]).unwrap().unwrap();
         let (h, body) = if full {
             let tp_len = p.hdr_len + p.len as usize;
-            let n = finish_packet(&net, &mut wire, tp_len).unwrap();
-            let (_, tp) = open_packet(net.class(), &wire[..n]).unwrap();
+            let n = finish_packet(crc32_le_portable, &net, &mut wire, tp_len).unwrap();
+            let (_, tp) = open_packet(crc32_le_portable, net.class(), &wire[..n]).unwrap();
             (Rtph::parse(tp).unwrap(), &tp[16..])
         } else {
             (

@@ -7,7 +7,7 @@
     reason = "test code: a panic is a test failure"
 )]
 
-use ub_proto::crc::crc32;
+use ub_proto::crc::{crc32, crc32_le_portable};
 use ub_proto::net::cci::{Cci, Fecn};
 use ub_proto::net::icrc::{self, RESIDUE};
 use ub_proto::net::npi::{Npi, NpiError, NpiMode};
@@ -81,7 +81,7 @@ fn build(h: &NetHeader, upper: &[u8]) -> Vec<u8> {
     let mut buf = vec![0u8; 256];
     let off = h.len();
     buf[off..off + upper.len()].copy_from_slice(upper);
-    let n = finish_packet(h, &mut buf, upper.len()).unwrap();
+    let n = finish_packet(crc32_le_portable, h, &mut buf, upper.len()).unwrap();
     buf.truncate(n);
     buf
 }
@@ -104,7 +104,7 @@ fn headers_round_trip_and_packets_verify() {
     let upper: Vec<u8> = (0..37u8).collect();
     for h in headers() {
         let pkt = build(&h, &upper);
-        let (parsed, tp) = open_packet(h.class(), &pkt).unwrap();
+        let (parsed, tp) = open_packet(crc32_le_portable, h.class(), &pkt).unwrap();
         assert_eq!(parsed, h);
         assert_eq!(tp, &upper[..]);
     }
@@ -238,14 +238,14 @@ fn icrc_masked_fields_do_not_change_it_and_every_other_covered_bit_does() {
         let pkt = build(&h, &upper);
         let start = icrc::coverage_start(class);
         let body_end = pkt.len() - 4;
-        let good = icrc::compute(class, &pkt[start..body_end]);
+        let good = icrc::compute(crc32_le_portable, class, &pkt[start..body_end]);
         let masks = masked_bits(class);
         for byte in 0..body_end {
             for bit in 0..8 {
                 let mut p = pkt.clone();
                 p[byte] ^= 1 << bit;
                 let masked = masks.iter().any(|&(o, m)| o == byte && m & (1 << bit) != 0);
-                let crc = icrc::compute(class, &p[start..body_end]);
+                let crc = icrc::compute(crc32_le_portable, class, &p[start..body_end]);
                 if masked {
                     assert_eq!(crc, good, "{class:?} byte {byte} bit {bit} is masked");
                 } else {
@@ -263,11 +263,11 @@ fn icrc_trailer_is_little_endian_with_constant_residue() {
         let pkt = build(&h, b"hello, unified bus");
         let start = icrc::coverage_start(class);
         let body_end = pkt.len() - 4;
-        let crc = icrc::compute(class, &pkt[start..body_end]);
+        let crc = icrc::compute(crc32_le_portable, class, &pkt[start..body_end]);
         assert_eq!(&pkt[body_end..], &crc.to_le_bytes());
         // Residue over masked covered bytes + trailer.
         let mut masked = pkt[start..].to_vec();
-        let clean = icrc::compute(class, &masked[..masked.len() - 4]);
+        let clean = icrc::compute(crc32_le_portable, class, &masked[..masked.len() - 4]);
         // Recompute on a copy whose masked fields are already ones.
         for &(o, m) in &masked_bits(class) {
             if o >= start {
@@ -279,7 +279,10 @@ fn icrc_trailer_is_little_endian_with_constant_residue() {
         // Corruption of the payload is caught.
         let mut bad = pkt.clone();
         bad[body_end - 1] ^= 0x10;
-        assert_eq!(icrc::verify(class, &bad), Err(Error::BadIcrc));
+        assert_eq!(
+            icrc::verify(crc32_le_portable, class, &bad),
+            Err(Error::BadIcrc)
+        );
     }
 }
 
@@ -290,11 +293,14 @@ fn icrc_known_answer_for_a_cna16_packet() {
     let nth = [0x00, 0x01, 0x00, 0x02, 0xff, 0xff, 0xff, 0x50];
     let mut covered = nth.to_vec();
     covered.extend_from_slice(b"123456789");
-    assert_eq!(icrc::compute(PacketClass::Cna16, &covered), crc32(&covered));
+    assert_eq!(
+        icrc::compute(crc32_le_portable, PacketClass::Cna16, &covered),
+        crc32(&covered)
+    );
     covered[4] = 0;
     covered[6] = 0x12;
     assert_eq!(
-        icrc::compute(PacketClass::Cna16, &covered),
+        icrc::compute(crc32_le_portable, PacketClass::Cna16, &covered),
         crc32(&[&nth[..], b"123456789"].concat())
     );
 }
@@ -316,7 +322,9 @@ fn coherent_cna16_has_no_icrc() {
     let pkt = build(&h, b"abcd");
     assert_eq!(pkt.len(), 8 + 4);
     assert_eq!(
-        open_packet(PacketClass::Cna16Coherent, &pkt).unwrap().1,
+        open_packet(crc32_le_portable, PacketClass::Cna16Coherent, &pkt)
+            .unwrap()
+            .1,
         b"abcd"
     );
 }

@@ -26,6 +26,7 @@ use ub_fabric::fabric::Fabric;
 use ub_fabric::mem::FakeMemory;
 use ub_fabric::topology::{addr, Topology};
 use ub_proto::controller::{self as reg, RegisterBase, Ring};
+use ub_proto::crc::crc32_le_portable;
 use ub_proto::host::{
     AllocError, Delivery as HostDelivery, DeliverySink, Endpoint, EndpointConfig,
     Event as HostEvent, MessageSource, MsgRef, Random, SendError, Storage,
@@ -135,7 +136,7 @@ impl RxSink for Sink {
             return;
         }
         let class = PacketClass::from_cfg(self.cur_cfg).unwrap_or(PacketClass::Cna16);
-        if icrc::verify(class, &self.cur).is_err() {
+        if icrc::verify(crc32_le_portable, class, &self.cur).is_err() {
             self.icrc_errors += 1;
             return;
         }
@@ -174,7 +175,7 @@ pub fn cna16_packet(src: u16, dst: u16, lbf: u8, flow: u16, seq: u32, body: usiz
     for (i, b) in p[n + 6..n + upper].iter_mut().enumerate() {
         *b = (seq as usize + i) as u8;
     }
-    icrc::seal(PacketClass::Cna16, &mut p).expect("seal");
+    icrc::seal(crc32_le_portable, PacketClass::Cna16, &mut p).expect("seal");
     p
 }
 

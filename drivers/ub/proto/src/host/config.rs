@@ -3,6 +3,9 @@
 //! sets on them. Every value the spec forbids or bounds is refused with a
 //! [`ConfigError`] naming the rule, before anything is allocated.
 
+#[cfg(doc)]
+use super::super::crc::crc32_le_portable;
+use super::super::crc::Crc32Update;
 use super::super::net::npi::{Npi, NpiMode};
 use super::super::net::nth::{ICRC_LEN, IPV4_LEN, IPV6_LEN, IP_PREFIX_LEN, NTH24_LEN, UDP_LEN};
 use super::super::transport::cc::{CcAlgorithm, CcConfig};
@@ -12,11 +15,6 @@ use super::super::transport::psn::{MAX_SEND_WINDOW, PSN_SPACE};
 use super::super::transport::{
     RetransmitMode, RtoMode, StaticRto, MAX_OOO_WINDOW, RTO_BASE_MAX_US, RTO_BASE_MIN_US,
 };
-
-/// A CRC-32 update function, `(state, bytes) -> state`: the shape of the
-/// pluggable CRC backend (the kernel's `crc32_le`, a carry-less-multiply
-/// crate on hosts, the portable code as fallback).
-pub type IcrcBackend = fn(u32, &[u8]) -> u32;
 
 /// A network address of a UB entity, in one of the header formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,11 +123,11 @@ pub struct EndpointConfig {
     pub accept: Option<ChannelConfig>,
     /// Seed of the per-flow hash (decorrelates nodes).
     pub hash_seed: u64,
-    /// The CRC-32 backend for every ICRC seal and check; `None` is the
-    /// portable code of `ub_proto::crc`. Not consulted until `net::icrc`
-    /// takes a backend: `Endpoint::icrc` is the one function that seals
-    /// and checks, and the one place that will pass it.
-    pub icrc: Option<IcrcBackend>,
+    /// The CRC-32 backend for every ICRC seal and check
+    /// ([`Endpoint::icrc`](super::Endpoint) is the one place that uses it):
+    /// the kernel's `crc32_le` in `ub.ko`, `ub-host-crc` (carry-less
+    /// multiply) on hosts, [`crc32_le_portable`] as the fallback.
+    pub icrc: Crc32Update,
 }
 
 /// Load balancing of one channel's packets (UB spec §6.5).

@@ -805,8 +805,8 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
     /// The single place where the endpoint seals and checks ICRCs.
     fn icrc(&self, op: IcrcOp<'_>) -> Result<(), Error> {
         match op {
-            IcrcOp::Seal(class, pkt) => icrc::seal(class, pkt),
-            IcrcOp::Check(class, pkt) => icrc::verify(class, pkt),
+            IcrcOp::Seal(class, pkt) => icrc::seal(self.cfg.icrc, class, pkt),
+            IcrcOp::Check(class, pkt) => icrc::verify(self.cfg.icrc, class, pkt),
         }
     }
 

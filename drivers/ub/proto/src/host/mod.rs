@@ -30,8 +30,7 @@ mod config;
 mod endpoint;
 
 pub use config::{
-    Addr, ChannelConfig, ConfigError, EndpointConfig, IcrcBackend, LoadBalance, LocalAddrs,
-    RtoConfig,
+    Addr, ChannelConfig, ConfigError, EndpointConfig, LoadBalance, LocalAddrs, RtoConfig,
 };
 pub use endpoint::{Endpoint, CM_UTP_NLP};
 

@@ -8,13 +8,19 @@
 //! IPv4 ToS, TTL and header checksum; the IPv6 traffic class, flow label and
 //! hop limit; the UDP checksum.
 //!
-//! The CRC is [`Crc32`] (reflected CRC-32). **Trailer byte order** (the
-//! spec's figure is missing, so this is our decision): little-endian, the
-//! least significant byte first, as Ethernet sends its FCS and RoCEv2 its
-//! ICRC. With that order the CRC over the masked covered bytes followed by
-//! the trailer is the constant [`RESIDUE`], which the tests check.
+//! The CRC is the reflected CRC-32 of [`crate::crc`], computed by the
+//! backend the caller passes (a [`Crc32Update`]: the kernel's `crc32_le` in
+//! `ub.ko`, a carry-less-multiply one on the host, or the portable
+//! [`crate::crc::crc32_le_portable`]); every function here takes it, so a
+//! build chooses its backend once, where it configures its endpoint.
+//!
+//! **Trailer byte order** (the spec's figure is missing, so this is our
+//! decision): little-endian, the least significant byte first, as Ethernet
+//! sends its FCS and RoCEv2 its ICRC. With that order the CRC over the
+//! masked covered bytes followed by the trailer is the constant
+//! [`RESIDUE`], which the tests check.
 
-use super::super::crc::Crc32;
+use super::super::crc::Crc32Update;
 use super::nth::{
     ICRC_LEN, IPV4_LEN, IPV6_LEN, IP_PREFIX_LEN, NTH16_CCI_OFFSET, NTH16_LBF_OFFSET,
     NTH24_CCI_OFFSET, NTH24_LBF_OFFSET, UDP_LEN,
@@ -75,19 +81,19 @@ fn apply_mask(class: PacketClass, head: &mut [u8]) {
 }
 
 /// The ICRC of `covered` (the covered range of a packet of class `class`,
-/// trailer excluded), with the masked fields taken as all ones.
-pub fn compute(class: PacketClass, covered: &[u8]) -> u32 {
+/// trailer excluded), with the masked fields taken as all ones, computed
+/// by `crc32`.
+pub fn compute(crc32: Crc32Update, class: PacketClass, covered: &[u8]) -> u32 {
     let split = core::cmp::min(MASK_SPAN, covered.len());
     let (head, tail) = covered.split_at(split);
     let mut buf = [0u8; MASK_SPAN];
-    let mut crc = Crc32::new();
+    let mut reg = u32::MAX;
     if let Some(b) = buf.get_mut(..split) {
         b.copy_from_slice(head);
         apply_mask(class, b);
-        crc.update(b);
+        reg = crc32(reg, b);
     }
-    crc.update(tail);
-    crc.finish()
+    !crc32(reg, tail)
 }
 
 /// Splits a network packet into covered range and trailer.
@@ -103,11 +109,11 @@ fn split(class: PacketClass, pkt: &[u8]) -> Result<(&[u8], [u8; ICRC_LEN]), Erro
     Ok((covered, t))
 }
 
-/// Writes the ICRC into the last four bytes of the network packet `pkt`
-/// (everything after the LPH, trailer included).
-pub fn seal(class: PacketClass, pkt: &mut [u8]) -> Result<(), Error> {
+/// Writes the ICRC, computed by `crc32`, into the last four bytes of the
+/// network packet `pkt` (everything after the LPH, trailer included).
+pub fn seal(crc32: Crc32Update, class: PacketClass, pkt: &mut [u8]) -> Result<(), Error> {
     let (covered, _) = split(class, pkt)?;
-    let crc = compute(class, covered);
+    let crc = compute(crc32, class, covered);
     let end = pkt.len();
     let start = end.checked_sub(ICRC_LEN).ok_or(Error::Truncated)?;
     pkt.get_mut(start..end)
@@ -116,10 +122,11 @@ pub fn seal(class: PacketClass, pkt: &mut [u8]) -> Result<(), Error> {
     Ok(())
 }
 
-/// Checks the ICRC of the network packet `pkt`; `Err(BadIcrc)` means drop.
-pub fn verify(class: PacketClass, pkt: &[u8]) -> Result<(), Error> {
+/// Checks the ICRC of the network packet `pkt` with `crc32`;
+/// `Err(BadIcrc)` means drop.
+pub fn verify(crc32: Crc32Update, class: PacketClass, pkt: &[u8]) -> Result<(), Error> {
     let (covered, trailer) = split(class, pkt)?;
-    if compute(class, covered) == u32::from_le_bytes(trailer) {
+    if compute(crc32, class, covered) == u32::from_le_bytes(trailer) {
         Ok(())
     } else {
         Err(Error::BadIcrc)

@@ -13,6 +13,7 @@
 //! handed up immediately; no acknowledgement, no retransmission (the link
 //! layer is lossless). UTP: datagrams, never retransmitted.
 
+use super::super::crc::Crc32Update;
 use super::super::net::icrc;
 use super::super::net::nth::{NetHeader, ICRC_LEN};
 use super::super::net::Error;
@@ -189,9 +190,14 @@ pub fn parse_utp(tp: &[u8]) -> Result<(Utph, &[u8]), Error> {
 
 /// Completes a packet in `out` whose transport part (`tp_len` bytes) is
 /// already at offset `net.len()`: writes the network header in front and
-/// the ICRC behind (if the class has one). Returns the packet length
-/// (everything after the LPH).
-pub fn finish_packet(net: &NetHeader, out: &mut [u8], tp_len: usize) -> Result<usize, Error> {
+/// the ICRC behind (if the class has one), computed by `crc32`. Returns the
+/// packet length (everything after the LPH).
+pub fn finish_packet(
+    crc32: Crc32Update,
+    net: &NetHeader,
+    out: &mut [u8],
+    tp_len: usize,
+) -> Result<usize, Error> {
     let hlen = net.write(out, tp_len)?;
     let body = hlen.checked_add(tp_len).ok_or(Error::NoSpace)?;
     let class = net.class();
@@ -200,19 +206,20 @@ pub fn finish_packet(net: &NetHeader, out: &mut [u8], tp_len: usize) -> Result<u
     }
     let total = body.checked_add(ICRC_LEN).ok_or(Error::NoSpace)?;
     let pkt = out.get_mut(..total).ok_or(Error::NoSpace)?;
-    icrc::seal(class, pkt)?;
+    icrc::seal(crc32, class, pkt)?;
     Ok(total)
 }
 
-/// Checks a received packet (network header and ICRC) and returns the
-/// header and the transport part.
+/// Checks a received packet (network header, and ICRC with `crc32`) and
+/// returns the header and the transport part.
 pub fn open_packet(
+    crc32: Crc32Update,
     class: super::super::net::PacketClass,
     pkt: &[u8],
 ) -> Result<(NetHeader, &[u8]), Error> {
     let (net, hlen) = NetHeader::parse(class, pkt)?;
     let end = if class.has_icrc() {
-        icrc::verify(class, pkt)?;
+        icrc::verify(crc32, class, pkt)?;
         pkt.len().checked_sub(ICRC_LEN).ok_or(Error::Truncated)?
     } else {
         pkt.len()

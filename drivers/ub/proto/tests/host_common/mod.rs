@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::ops::{Deref, DerefMut};
 use std::rc::Rc;
 
+use ub_proto::crc::crc32_le_portable;
 use ub_proto::host::{
     Addr, AllocError, ChannelConfig, DatagramKind, Delivery, DeliverySink, Endpoint,
     EndpointConfig, Event, LocalAddrs, MessageSource, MsgRef, Random, Storage, Transmit,
@@ -207,7 +208,7 @@ pub fn ep_config(side: usize, accept: Option<ChannelConfig>) -> EndpointConfig {
         },
         accept,
         hash_seed: side as u64,
-        icrc: None,
+        icrc: crc32_le_portable,
     }
 }
 
