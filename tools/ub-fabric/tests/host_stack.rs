@@ -253,7 +253,7 @@ impl Plan {
             (0..2).all(|h| {
                 let want = self.sent[k][h].len();
                 let rx = &ds[1 - h].stack().app;
-                let got = rx.messages.get(&self.tpn(k, 1 - h)).map_or(0, Vec::len);
+                let got = rx.on_channel(self.tpn(k, 1 - h)).len();
                 let tpn = self.tpn(k, h);
                 let acked = ds[h]
                     .stack()
@@ -284,13 +284,7 @@ impl Plan {
             for h in 0..2 {
                 let want = &self.sent[k][h];
                 let rx_tpn = self.tpn(k, 1 - h);
-                let got = ds[1 - h]
-                    .stack()
-                    .app
-                    .messages
-                    .get(&rx_tpn)
-                    .map(Vec::as_slice)
-                    .unwrap_or(&[]);
+                let got = ds[1 - h].stack().app.on_channel(rx_tpn);
                 assert_eq!(
                     got.len(),
                     want.len(),

@@ -28,10 +28,10 @@ pub mod rng;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
+use ub_host::{Collector, VecStorage};
 use ub_proto::host::{
-    Addr, AllocError, ChannelConfig, ChannelCounters, Delivery, DeliverySink, Endpoint,
-    EndpointConfig, Event, LoadBalance, LocalAddrs, MessageSource, MsgRef, NetCounters, Random,
-    RtoConfig, SendError, Storage, Transmit, TransmitKind,
+    Addr, ChannelConfig, ChannelCounters, Endpoint, EndpointConfig, Event, LoadBalance, LocalAddrs,
+    MessageSource, MsgRef, NetCounters, Random, RtoConfig, SendError, Transmit, TransmitKind,
 };
 use ub_proto::net::cci::Fecn;
 use ub_proto::net::npi::{Npi, NpiMode};
@@ -360,19 +360,6 @@ const SPORT: u16 = 50_123;
 /// Largest network packet the simulated ports carry.
 const MAX_PACKET: u32 = 16_384;
 
-/// Host storage for the endpoints: plain `Vec`s.
-pub struct VecStorage;
-
-impl Storage for VecStorage {
-    type Buf<T> = Vec<T>;
-    fn alloc<T>(&mut self, n: usize, fill: impl FnMut() -> T) -> Result<Vec<T>, AllocError> {
-        let mut v = Vec::new();
-        v.try_reserve_exact(n).map_err(|_| AllocError)?;
-        v.extend(std::iter::repeat_with(fill).take(n));
-        Ok(v)
-    }
-}
-
 /// The simulator's PRNG as the endpoints' random source.
 pub struct SimRandom(pub Rng);
 
@@ -395,38 +382,6 @@ impl MessageSource for PatternSource {
         };
         for (i, b) in out.iter_mut().enumerate() {
             *b = pattern(token, offset + i as u32);
-        }
-    }
-}
-
-/// Collects the messages one endpoint delivers; checked against what the
-/// other side posted after each `handle_packet`.
-#[derive(Default)]
-struct Collector {
-    cur: HashMap<u32, Vec<u8>>,
-    done: Vec<(u32, Vec<u8>)>,
-    errors: Vec<String>,
-}
-
-impl DeliverySink for Collector {
-    fn deliver(&mut self, d: &Delivery<'_>) {
-        if let Delivery::Message {
-            tpn,
-            offset,
-            bytes,
-            complete,
-            ..
-        } = *d
-        {
-            let cur = self.cur.entry(tpn).or_default();
-            if offset as usize != cur.len() {
-                self.errors
-                    .push(format!("channel {tpn}: offset {offset} != {}", cur.len()));
-            }
-            cur.extend_from_slice(bytes);
-            if complete.is_some() {
-                self.done.push((tpn, std::mem::take(cur)));
-            }
         }
     }
 }
@@ -849,8 +804,11 @@ impl World {
         let host = &mut self.hosts[to];
         host.ep
             .handle_packet(now, 0, class.cfg(), bytes, &mut host.sink);
-        let done = std::mem::take(&mut host.sink.done);
+        let done = std::mem::take(&mut host.sink.messages);
         self.rep.errors.append(&mut host.sink.errors);
+        let done = done
+            .into_iter()
+            .flat_map(|(tpn, msgs)| msgs.into_iter().map(move |(_, m)| (tpn, m)));
         for (rx_tpn, msg) in done {
             let from = 1 - to;
             let tx_tpn = self.hosts[to].ep.peer_tpn(rx_tpn).unwrap_or(0);

@@ -19,17 +19,17 @@
 
 #![allow(dead_code, reason = "each test binary uses part of the helpers")]
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use ub_fabric::device::{Controller, RecordingIrqs};
 use ub_fabric::fabric::Fabric;
 use ub_fabric::mem::FakeMemory;
 use ub_fabric::topology::{addr, Topology};
+use ub_host::{Collector, VecStorage};
 use ub_proto::controller::{self as reg, RegisterBase, Ring};
 use ub_proto::crc::crc32_le_portable;
 use ub_proto::host::{
-    AllocError, Delivery as HostDelivery, DeliverySink, Endpoint, EndpointConfig,
-    Event as HostEvent, MessageSource, MsgRef, Random, SendError, Storage,
+    Endpoint, EndpointConfig, Event as HostEvent, MessageSource, MsgRef, Random, SendError,
 };
 use ub_proto::link::engine::{Delivery, Event, Link, LinkConfig, RxSink, TxPacket, TxSource};
 use ub_proto::link::retry::RetrySlot;
@@ -179,21 +179,6 @@ pub fn cna16_packet(src: u16, dst: u16, lbf: u8, flow: u16, seq: u32, body: usiz
     p
 }
 
-/// Where the endpoints' tables and channel buffers come from: `Vec`,
-/// reserved fallibly (the kernel's `KVec`).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct VecStore;
-
-impl Storage for VecStore {
-    type Buf<T> = Vec<T>;
-    fn alloc<T>(&mut self, n: usize, fill: impl FnMut() -> T) -> Result<Vec<T>, AllocError> {
-        let mut v = Vec::new();
-        v.try_reserve_exact(n).map_err(|_| AllocError)?;
-        v.extend(std::iter::repeat_with(fill).take(n));
-        Ok(v)
-    }
-}
-
 /// SplitMix64: the endpoints' seeded random source (initial PSNs).
 #[derive(Debug, Clone)]
 pub struct SplitMix(pub u64);
@@ -216,7 +201,7 @@ impl Random for SplitMix {
 }
 
 /// The host endpoint as the double runs it.
-pub type HostEndpoint = Endpoint<VecStore, SplitMix>;
+pub type HostEndpoint = Endpoint<VecStorage, SplitMix>;
 
 /// Byte `off` of message `token`: messages are a pattern, so the sender
 /// stores nothing and the receiver can check every byte.
@@ -242,56 +227,13 @@ impl MessageSource for PatternSource {
     }
 }
 
-/// What an endpoint delivered, reassembled per channel.
-#[derive(Debug, Default)]
-pub struct AppSink {
-    partial: HashMap<u32, Vec<u8>>,
-    /// Per channel: complete messages in delivery order (TPMSN, bytes).
-    pub messages: BTreeMap<u32, Vec<(u32, Vec<u8>)>>,
-    /// Datagrams received (bytes).
-    pub datagrams: Vec<Vec<u8>>,
-    /// Broken delivery contracts (a piece at the wrong offset, a wrong
-    /// total length).
-    pub errors: Vec<String>,
-}
-
-impl DeliverySink for AppSink {
-    fn deliver(&mut self, d: &HostDelivery<'_>) {
-        match *d {
-            HostDelivery::Message {
-                tpn,
-                offset,
-                bytes,
-                complete,
-                tpmsn,
-            } => {
-                let cur = self.partial.entry(tpn).or_default();
-                if offset as usize != cur.len() {
-                    self.errors
-                        .push(format!("tpn {tpn}: offset {offset} != {}", cur.len()));
-                }
-                cur.extend_from_slice(bytes);
-                if let Some(len) = complete {
-                    let m = std::mem::take(cur);
-                    if m.len() != len as usize {
-                        self.errors
-                            .push(format!("tpn {tpn}: length {len} != {}", m.len()));
-                    }
-                    self.messages.entry(tpn).or_default().push((tpmsn, m));
-                }
-            }
-            HostDelivery::Datagram { bytes, .. } => self.datagrams.push(bytes.to_vec()),
-        }
-    }
-}
-
 /// One host's stack: the endpoint, what it delivered, its events and the
 /// messages the test wants sent.
 pub struct Stack {
     /// The endpoint.
     pub ep: HostEndpoint,
     /// What it delivered.
-    pub app: AppSink,
+    pub app: Collector,
     /// Every event it raised, with the time.
     pub events: Vec<(u64, HostEvent)>,
     /// Per channel: messages (token, length) still to post, in order;
@@ -480,7 +422,7 @@ impl Driver {
     /// Every port starts down in the endpoint until its DLL is up.
     pub fn attach_endpoint(&mut self, cfg: EndpointConfig, seed: u64) {
         assert_eq!(usize::from(cfg.ports), self.ports.len(), "one port each");
-        let mut ep = HostEndpoint::new(cfg, VecStore, SplitMix(seed)).expect("endpoint");
+        let mut ep = HostEndpoint::new(cfg, VecStorage, SplitMix(seed)).expect("endpoint");
         for d in &mut self.ports {
             d.sink.pass_up = true;
             ep.set_port_up(d.port as u8, d.link.state() == DllState::Normal);
@@ -489,7 +431,7 @@ impl Driver {
         let n = self.ports.len();
         self.stack = Some(Stack {
             ep,
-            app: AppSink::default(),
+            app: Collector::default(),
             events: Vec::new(),
             outbox: BTreeMap::new(),
             tx_per_port: vec![0; n],
