@@ -370,24 +370,27 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         out: &mut [u8],
         src: &mut impl TxSource,
     ) -> usize {
-        if self.tx_cur.is_none() {
-            let ready = src.ready() & neg.vl_enable;
-            if ready == 0 {
-                self.stalled = false;
-                self.credit_deadline = None;
-                return 0;
+        // `cur` stays in registers: reading it back from `self.tx_cur`
+        // right after storing it stalls on store forwarding.
+        let mut cur = match self.tx_cur {
+            Some(cur) => cur,
+            None => {
+                let ready = src.ready() & neg.vl_enable;
+                if ready == 0 {
+                    self.stalled = false;
+                    self.credit_deadline = None;
+                    return 0;
+                }
+                let interval = u32::from(neg.peer_packet_min_interval);
+                if self.since_header < interval {
+                    return self.send_retried_ctrl(&ControlBlock::Nob, out);
+                }
+                let Some(cur) = self.pick_packet(now, neg, ready, src) else {
+                    return 0;
+                };
+                self.tx_cur = Some(cur);
+                cur
             }
-            let interval = u32::from(neg.peer_packet_min_interval);
-            if self.since_header < interval {
-                return self.send_retried_ctrl(&ControlBlock::Nob, out);
-            }
-            let Some(cur) = self.pick_packet(now, neg, ready, src) else {
-                return 0;
-            };
-            self.tx_cur = Some(cur);
-        }
-        let Some(mut cur) = self.tx_cur else {
-            return 0;
         };
         let index = usize::from(cur.next);
         let flits = cur.layout.block_flits(index);
