@@ -279,6 +279,7 @@ impl Layout {
     }
 
     /// Cost in cells of `cell_flits` flits each (`ceil(flits / n)`).
+    #[inline]
     pub fn cost(&self, cell_flits: usize) -> usize {
         let n = cell_flits.max(1);
         // Both ends compute this per packet; cell sizes are powers of two
