@@ -320,7 +320,11 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
                 let k = u32::from(neg.ctrl_credit_grain.get(vl).copied().unwrap_or(1).max(1));
                 let pending = self.rx_credits.pending(vl);
                 // Most VLs owe less than a grain: no division for them.
-                let n = if pending < k { 0 } else { (pending / k).min(63) };
+                let n = if pending < k {
+                    0
+                } else {
+                    (pending / k).min(63)
+                };
                 self.rx_credits.returned(vl, n * k);
                 self.counters.credits_returned = self
                     .counters
