@@ -490,15 +490,24 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
             let Some(pkt) = src.head(vl) else {
                 continue;
             };
-            let layout =
-                match super::super::frame::Plength::encode(self.cfg.mode, pkt.payload.len()) {
-                    Ok((_, l)) if is_dlldp_cfg(pkt.cfg) && pkt.rt < 4 => l,
-                    _ => {
-                        self.counters.tx_rejected = self.counters.tx_rejected.wrapping_add(1);
-                        src.pop(vl);
-                        continue;
-                    }
-                };
+            let len = pkt.payload.len();
+            // A layout is a function of (mode, length) only, and packets
+            // of one length often follow each other: reuse the last one.
+            let layout = match self.tx_layout {
+                Some(l) if l.mode == self.cfg.mode && usize::from(l.payload_len) == len => Ok(l),
+                _ => super::super::frame::Plength::encode(self.cfg.mode, len).map(|(_, l)| l),
+            };
+            let layout = match layout {
+                Ok(l) if is_dlldp_cfg(pkt.cfg) && pkt.rt < 4 => {
+                    self.tx_layout = Some(l);
+                    l
+                }
+                _ => {
+                    self.counters.tx_rejected = self.counters.tx_rejected.wrapping_add(1);
+                    src.pop(vl);
+                    continue;
+                }
+            };
             let cost = layout.cost(usize::from(neg.cell_flits)) as u32;
             if !self.tx_credits.try_consume(usize::from(vl), cost) {
                 starved = true;
