@@ -237,11 +237,10 @@ impl RxCredits {
     /// Accounts a received DLLDP of `cost` cells on `vl`.
     pub fn on_receive(&mut self, vl: usize, cost: u32) -> Result<(), CreditError> {
         let over = if self.sharing {
-            let used = self
-                .outstanding
-                .iter()
-                .fold(0u32, |a, &c| a.saturating_add(c));
-            let total = self.granted.iter().fold(0u32, |a, &c| a.saturating_add(c));
+            // Sixteen u32s cannot overflow a u64, so the sums vectorise;
+            // clamping them equals the saturating u32 sum of the terms.
+            let used = sum_saturated(&self.outstanding);
+            let total = sum_saturated(&self.granted);
             used.saturating_add(cost) > total
         } else {
             let used = self.outstanding.get(vl).copied().unwrap_or(0);
@@ -300,4 +299,13 @@ pub fn split_equally(total: u32, vls: usize, grain: &[u16; MAX_VLS]) -> [u32; MA
         *slot = want / g * g;
     }
     out
+}
+
+/// The sum of `cells` saturated at `u32::MAX`, as a saturating fold of
+/// non-negative terms gives, computed without a dependency per term.
+fn sum_saturated(cells: &[u32; MAX_VLS]) -> u32 {
+    let sum = cells
+        .iter()
+        .fold(0u64, |a, &c| a.wrapping_add(u64::from(c)));
+    u32::try_from(sum).unwrap_or(u32::MAX)
 }

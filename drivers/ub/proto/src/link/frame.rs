@@ -279,8 +279,17 @@ impl Layout {
     }
 
     /// Cost in cells of `cell_flits` flits each (`ceil(flits / n)`).
+    #[inline]
     pub fn cost(&self, cell_flits: usize) -> usize {
-        self.flits().div_ceil(cell_flits.max(1))
+        let n = cell_flits.max(1);
+        // Both ends compute this per packet; cell sizes are powers of two
+        // in practice, and a shift is far cheaper than a 64-bit division.
+        if n.is_power_of_two() {
+            let flits = self.flits();
+            (flits >> n.trailing_zeros()) + usize::from(flits & (n - 1) != 0)
+        } else {
+            self.flits().div_ceil(n)
+        }
     }
 }
 

@@ -126,14 +126,27 @@ impl<S: DerefMut<Target = [RetrySlot]>> RetryBuffer<S> {
         self.rd = 0;
     }
 
+    /// `s` modulo the depth. Pointers stay below the depth, so `s` is
+    /// almost always below twice the depth: one compare instead of a
+    /// division per flit on the transmit path.
+    const fn wrap(&self, s: u32) -> u16 {
+        let d = self.depth as u32;
+        if s < d {
+            s as u16
+        } else if s - d < d {
+            (s - d) as u16
+        } else {
+            (s % d) as u16
+        }
+    }
+
     const fn add(&self, p: u16, n: u16) -> u16 {
-        let s = p as u32 + n as u32;
-        (s % self.depth as u32) as u16
+        self.wrap(p as u32 + n as u32)
     }
 
     /// Modular distance from `a` forward to `b`.
     const fn dist(&self, a: u16, b: u16) -> u16 {
-        ((b as u32 + self.depth as u32 - a as u32) % self.depth as u32) as u16
+        self.wrap(b as u32 + self.depth as u32 - a as u32)
     }
 
     /// `true` if a block of `flits` fits. One flit always stays free, so

@@ -460,6 +460,8 @@ pub struct Link<S> {
     // Transmit side.
     tx_credits: TxCredits,
     tx_cur: Option<TxCur>,
+    /// The layout of the last DLLDP picked (see `pick_packet`).
+    tx_layout: Option<Layout>,
     vl_rr: u8,
     crd_rr: u8,
     since_header: u32,
@@ -523,6 +525,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
             tracer: None,
             tx_credits: TxCredits::default(),
             tx_cur: None,
+            tx_layout: None,
             vl_rr: 0,
             crd_rr: 0,
             since_header: u32::MAX,

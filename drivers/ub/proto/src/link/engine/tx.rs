@@ -319,7 +319,12 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
             for (vl, slot) in crd_num.iter_mut().enumerate() {
                 let k = u32::from(neg.ctrl_credit_grain.get(vl).copied().unwrap_or(1).max(1));
                 let pending = self.rx_credits.pending(vl);
-                let n = (pending / k).min(63);
+                // Most VLs owe less than a grain: no division for them.
+                let n = if pending < k {
+                    0
+                } else {
+                    (pending / k).min(63)
+                };
                 self.rx_credits.returned(vl, n * k);
                 self.counters.credits_returned = self
                     .counters
@@ -370,24 +375,27 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         out: &mut [u8],
         src: &mut impl TxSource,
     ) -> usize {
-        if self.tx_cur.is_none() {
-            let ready = src.ready() & neg.vl_enable;
-            if ready == 0 {
-                self.stalled = false;
-                self.credit_deadline = None;
-                return 0;
+        // `cur` stays in registers: reading it back from `self.tx_cur`
+        // right after storing it stalls on store forwarding.
+        let mut cur = match self.tx_cur {
+            Some(cur) => cur,
+            None => {
+                let ready = src.ready() & neg.vl_enable;
+                if ready == 0 {
+                    self.stalled = false;
+                    self.credit_deadline = None;
+                    return 0;
+                }
+                let interval = u32::from(neg.peer_packet_min_interval);
+                if self.since_header < interval {
+                    return self.send_retried_ctrl(&ControlBlock::Nob, out);
+                }
+                let Some(cur) = self.pick_packet(now, neg, ready, src) else {
+                    return 0;
+                };
+                self.tx_cur = Some(cur);
+                cur
             }
-            let interval = u32::from(neg.peer_packet_min_interval);
-            if self.since_header < interval {
-                return self.send_retried_ctrl(&ControlBlock::Nob, out);
-            }
-            let Some(cur) = self.pick_packet(now, neg, ready, src) else {
-                return 0;
-            };
-            self.tx_cur = Some(cur);
-        }
-        let Some(mut cur) = self.tx_cur else {
-            return 0;
         };
         let index = usize::from(cur.next);
         let flits = cur.layout.block_flits(index);
@@ -470,23 +478,36 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         src: &mut impl TxSource,
     ) -> Option<TxCur> {
         let mut starved = false;
-        for i in 0..MAX_VLS as u8 {
-            let vl = (self.vl_rr + i) % MAX_VLS as u8;
-            if ready & (1 << vl) == 0 {
-                continue;
-            }
+        // The ready VLs in round-robin order from `vl_rr`: bit i of
+        // `order` is VL (vl_rr + i) mod 16. Visiting only the set bits
+        // skips the idle VLs instead of testing all sixteen per packet.
+        let rr = self.vl_rr % MAX_VLS as u8;
+        let mut order = ready.rotate_right(u32::from(rr));
+        while order != 0 {
+            let i = order.trailing_zeros() as u8;
+            order &= order - 1;
+            let vl = rr.wrapping_add(i) % MAX_VLS as u8;
             let Some(pkt) = src.head(vl) else {
                 continue;
             };
-            let layout =
-                match super::super::frame::Plength::encode(self.cfg.mode, pkt.payload.len()) {
-                    Ok((_, l)) if is_dlldp_cfg(pkt.cfg) && pkt.rt < 4 => l,
-                    _ => {
-                        self.counters.tx_rejected = self.counters.tx_rejected.wrapping_add(1);
-                        src.pop(vl);
-                        continue;
-                    }
-                };
+            let len = pkt.payload.len();
+            // A layout is a function of (mode, length) only, and packets
+            // of one length often follow each other: reuse the last one.
+            let layout = match self.tx_layout {
+                Some(l) if l.mode == self.cfg.mode && usize::from(l.payload_len) == len => Ok(l),
+                _ => super::super::frame::Plength::encode(self.cfg.mode, len).map(|(_, l)| l),
+            };
+            let layout = match layout {
+                Ok(l) if is_dlldp_cfg(pkt.cfg) && pkt.rt < 4 => {
+                    self.tx_layout = Some(l);
+                    l
+                }
+                _ => {
+                    self.counters.tx_rejected = self.counters.tx_rejected.wrapping_add(1);
+                    src.pop(vl);
+                    continue;
+                }
+            };
             let cost = layout.cost(usize::from(neg.cell_flits)) as u32;
             if !self.tx_credits.try_consume(usize::from(vl), cost) {
                 starved = true;
