@@ -22,36 +22,13 @@
 
 mod link_harness;
 
-use link_harness::{Collector, Pkt, Queues, Sim};
+use link_harness::{bad_flit, flit, two_vl_config, up_pair, Collector, Pkt, Queues, Sim};
 use ub_proto::link::ctrl::{ControlBlock, RetryAck, RetryReq};
 use ub_proto::link::engine::{LinkConfig, RetryReqState};
 use ub_proto::link::frame::{check_block, max_payload, Mode, FLIT_BYTES};
 
 fn cfg() -> LinkConfig {
-    let mut c = LinkConfig::default();
-    c.caps.vl_enable = 0b11;
-    c.rx_buffer_bytes = 256 * 1024;
-    c
-}
-
-fn up_pair() -> Sim {
-    let mut sim = Sim::new(cfg(), cfg(), 512, 512, 7);
-    assert!(sim.bring_up(10_000));
-    sim.run_while(200, |_| true);
-    sim
-}
-
-fn flit(cb: ControlBlock) -> [u8; FLIT_BYTES] {
-    let mut f = [0u8; FLIT_BYTES];
-    cb.encode(Mode::Crc, &mut f).unwrap();
-    f
-}
-
-/// A NOB with a bit error.
-fn bad_flit() -> [u8; FLIT_BYTES] {
-    let mut f = flit(ControlBlock::Nob);
-    f[9] ^= 0x10;
-    f
+    two_vl_config()
 }
 
 fn ack_for(rcv: u16) -> [u8; FLIT_BYTES] {

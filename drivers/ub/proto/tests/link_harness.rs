@@ -18,6 +18,7 @@
 
 use std::collections::VecDeque;
 
+use ub_proto::link::ctrl::ControlBlock;
 use ub_proto::link::engine::{Delivery, Event, Link, LinkConfig, RxSink, TxPacket, TxSource};
 use ub_proto::link::frame::{Mode, FLIT_BYTES};
 use ub_proto::link::retry::RetrySlot;
@@ -473,4 +474,36 @@ pub fn random_packet(rng: &mut Rng, mode: Mode, max_flits: u64, poison_p: f64) -
         error_flag: rng.chance(poison_p),
         payload,
     }
+}
+
+/// Two VLs and a 256 KiB receive buffer: the configuration of the state
+/// machine tests (`link_sm.rs`, `link_defects.rs`).
+pub fn two_vl_config() -> LinkConfig {
+    let mut c = LinkConfig::default();
+    c.caps.vl_enable = 0b11;
+    c.rx_buffer_bytes = 256 * 1024;
+    c
+}
+
+/// Two engines of [`two_vl_config`] brought up, with the initial ACK and
+/// credit exchange settled.
+pub fn up_pair() -> Sim {
+    let mut sim = Sim::new(two_vl_config(), two_vl_config(), 512, 512, 7);
+    assert!(sim.bring_up(10_000));
+    sim.run_while(200, |_| true);
+    sim
+}
+
+/// One control block as a CRC-mode flit.
+pub fn flit(cb: ControlBlock) -> [u8; FLIT_BYTES] {
+    let mut f = [0u8; FLIT_BYTES];
+    cb.encode(Mode::Crc, &mut f).unwrap();
+    f
+}
+
+/// A NOB with a bit error.
+pub fn bad_flit() -> [u8; FLIT_BYTES] {
+    let mut f = flit(ControlBlock::Nob);
+    f[9] ^= 0x10;
+    f
 }

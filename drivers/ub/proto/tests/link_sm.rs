@@ -14,7 +14,9 @@
 
 mod link_harness;
 
-use link_harness::{random_packet, Collector, Pkt, Queues, Rng, Sim};
+use link_harness::{
+    bad_flit, flit, random_packet, two_vl_config, up_pair, Collector, Pkt, Queues, Rng, Sim,
+};
 use ub_proto::link::ctrl::{ControlBlock, RetryAck, RetryReq};
 use ub_proto::link::engine::{
     DllState, Event, LinkConfig, RetryAckState, RetryReqState, RETRY_SET_FLITS,
@@ -22,30 +24,7 @@ use ub_proto::link::engine::{
 use ub_proto::link::frame::{Lph, Mode, FLIT_BYTES};
 
 fn cfg() -> LinkConfig {
-    let mut c = LinkConfig::default();
-    c.caps.vl_enable = 0b11;
-    c.rx_buffer_bytes = 256 * 1024;
-    c
-}
-
-fn up_pair() -> Sim {
-    let mut sim = Sim::new(cfg(), cfg(), 512, 512, 7);
-    assert!(sim.bring_up(10_000));
-    // Let the initial ACK/credit exchange settle.
-    sim.run_while(200, |_| true);
-    sim
-}
-
-fn flit(cb: ControlBlock) -> [u8; FLIT_BYTES] {
-    let mut f = [0u8; FLIT_BYTES];
-    cb.encode(Mode::Crc, &mut f).unwrap();
-    f
-}
-
-fn bad_flit() -> [u8; FLIT_BYTES] {
-    let mut f = flit(ControlBlock::Nob);
-    f[9] ^= 0x10;
-    f
+    two_vl_config()
 }
 
 fn ack_for(rcv: u16) -> [u8; FLIT_BYTES] {
