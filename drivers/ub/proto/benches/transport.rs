@@ -7,8 +7,7 @@
 //!
 //! "transport" covers post, segmentation, RTPH write, RTPH parse, PSN
 //! check, reassembly, response write/parse, acknowledgement and completion.
-//! "full" adds the IPv4-format network header (write and parse) and the
-//! ICRC over the whole 4 KiB packet on both sides, which dominates.
+//! The whole path (network header and ICRC added) is `benches/path.rs`.
 //!
 //! "selective RTO burst" measures the cost per retransmission when an RTO
 //! queues every outstanding packet (1024, 8192, 65536 of them), for this
@@ -27,13 +26,10 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use ub_proto::crc::crc32_le_portable;
 use ub_proto::net::cci::Cci;
-use ub_proto::net::npi::Npi;
-use ub_proto::net::nth::{IpHdr, IpNth, NetHeader};
 use ub_proto::transport::cc::CcConfig;
 use ub_proto::transport::hdr::{BitmapSize, Rtph};
-use ub_proto::transport::msg::{finish_packet, open_packet, Reassembler};
+use ub_proto::transport::msg::Reassembler;
 use ub_proto::transport::psn::Psn;
 use ub_proto::transport::rx::{RtpReceiver, RxConfig, RxMode, RxStorage, RxVerdict, SlotMeta};
 use ub_proto::transport::tx::{RtpSender, TxConfig, TxSlot};
@@ -57,7 +53,7 @@ struct Rate {
     cpu: Option<f64>,
 }
 
-fn bench(mode: RetransmitMode, fast: bool, ack_every: u16, full: bool, packets: u64) -> Rate {
+fn bench(mode: RetransmitMode, fast: bool, ack_every: u16, packets: u64) -> Rate {
     let mut slots = vec![TxSlot::default(); 256];
     let mut tx = RtpSender::new(
         TxConfig {
@@ -101,20 +97,6 @@ fn bench(mode: RetransmitMode, fast: bool, ack_every: u16, full: bool, packets: 
     )
     .unwrap();
     let mut re = Reassembler::new(0, MTU, MTU);
-    let net = NetHeader::Ip(IpNth {
-        cci: Cci::DEFAULT,
-        npi: Npi::DEFAULT,
-        ip: IpHdr::V4 {
-            dscp: 0,
-            ecn: 0,
-            ident: 0,
-            ttl: 64,
-            src: [10, 0, 0, 1],
-            dst: [10, 0, 0, 2],
-        },
-        sport: 50000,
-    });
-    let hoff = net.len();
     let mut wire = vec![0xa5u8; 8192];
     let mut ack = [0u8; 256];
     let payload = vec![0x5au8; MTU as usize];
@@ -124,18 +106,9 @@ fn bench(mode: RetransmitMode, fast: bool, ack_every: u16, full: bool, packets: 
     for i in 0..packets {
         let now = i * 330;
         tx.post(i, MTU).unwrap();
-        let p = tx.poll_transmit(now, &mut wire[hoff..]).unwrap().unwrap();
-        let (h, body) = if full {
-            let tp_len = p.hdr_len + p.len as usize;
-            let n = finish_packet(crc32_le_portable, &net, &mut wire, tp_len).unwrap();
-            let (_, tp) = open_packet(crc32_le_portable, net.class(), &wire[..n]).unwrap();
-            (Rtph::parse(tp).unwrap(), &tp[16..])
-        } else {
-            (
-                Rtph::parse(&wire[hoff..]).unwrap(),
-                &payload[..p.len as usize],
-            )
-        };
+        let p = tx.poll_transmit(now, &mut wire).unwrap().unwrap();
+        let h = Rtph::parse(&wire).unwrap();
+        let body = &payload[..p.len as usize];
         if rx.handle_data(now, &h, body, p.len + 20, Cci::DEFAULT) == RxVerdict::Deliver {
             black_box(re.on_packet(h.tpmsn, h.last, body.len() as u32).unwrap());
             delivered += 1;
@@ -287,26 +260,8 @@ fn main() {
         (RetransmitMode::Selective, false, "selective"),
     ] {
         for ack_every in [1u16, 8] {
-            let t = bench(mode, fast, ack_every, false, n);
+            let t = bench(mode, fast, ack_every, n);
             show(&format!("transport {name:<15} ack every {ack_every}"), &t);
         }
-    }
-    let buf = vec![0x3cu8; 4096];
-    let reps = 20_000u32;
-    let start = Instant::now();
-    for _ in 0..reps {
-        black_box(ub_proto::crc::crc32(black_box(&buf)));
-    }
-    let ns = start.elapsed().as_secs_f64() * 1e9 / f64::from(reps);
-    println!(
-        "  crc::crc32 over 4 KiB (the ICRC): {ns:.0} ns = {:.2} GB/s",
-        4096.0 / ns
-    );
-    for ack_every in [1u16, 8] {
-        let t = bench(RetransmitMode::Selective, true, ack_every, true, n / 20);
-        show(
-            &format!("full (+IPv4 header, ICRC seal and verify of 4 KiB) selective+fast ack every {ack_every}"),
-            &t,
-        );
     }
 }
