@@ -23,7 +23,6 @@ use super::super::transport::rx::{
 };
 use super::super::transport::tpg::{spray_sport, TpGroup, TpgPolicy, MAX_MEMBERS};
 use super::super::transport::tx::{RtpSender, TxConfig, TxEvent, TxSlot, TxStats};
-use super::super::transport::RetransmitMode;
 use super::config::{Addr, ChannelConfig, ConfigError, EndpointConfig, LoadBalance};
 use super::{
     ChannelCounters, DatagramKind, Delivery, DeliverySink, EndpointError, ErrorCause, Event,
@@ -66,12 +65,6 @@ struct Queued {
     len: u32,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum RtxCause {
-    Fast,
-    Rto,
-}
-
 /// One TP channel end.
 struct Channel<S: Storage> {
     tpn: u32,
@@ -93,7 +86,6 @@ struct Channel<S: Storage> {
     error_reported: bool,
     group: Option<u16>,
     spray: u32,
-    rtx_cause: RtxCause,
     probe: Option<(Psn, u64)>,
     srtt: u64,
     counters: ChannelCounters,
@@ -496,7 +488,13 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
             k.tpack_sent = rs.acks;
             k.tpnak_sent = rs.naks;
             k.tpsack_sent = rs.sacks;
-            k.rto_expiries = e.tx.stats().timeouts;
+            let ts = e.tx.stats();
+            k.rto_expiries = ts.timeouts;
+            // The sender records why it resends each packet.
+            k.rtx_fast = ts.rtx_fast;
+            k.rtx_mark_psn = ts.rtx_mark_psn;
+            k.rtx_rto = ts.rtx_rto;
+            k.rtx_go_back_n = ts.rtx_go_back_n;
             k.cw = e.tx.cc().cw();
             k.inflight = e.tx.cc().inflight();
             k.outstanding = e.tx.outstanding();
@@ -587,7 +585,6 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
             error_reported: false,
             group: None,
             spray: 0,
-            rtx_cause: RtxCause::Fast,
             probe: None,
             srtt: 0,
             counters: ChannelCounters::default(),
@@ -1146,13 +1143,9 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
                     k.tpack_rcvd = k.tpack_rcvd.saturating_add(1);
                 }
                 let Some(e) = c.eng.as_mut() else { return };
-                let fast = e.tx.stats().fast_queued;
                 if e.tx.handle_response(now, tp).is_err() {
                     self.net.malformed = self.net.malformed.saturating_add(1);
                     return;
-                }
-                if e.tx.stats().fast_queued != fast {
-                    c.rtx_cause = RtxCause::Fast;
                 }
                 if let Some((p, t)) = c.probe {
                     if p.before(e.tx.una()) {
@@ -1183,7 +1176,6 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
                 let before = e.tx.stats().timeouts;
                 e.tx.handle_timeout(now);
                 if e.tx.stats().timeouts != before {
-                    c.rtx_cause = RtxCause::Rto;
                     c.probe = None;
                 }
                 if e.tx.is_error() {
@@ -1567,7 +1559,6 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
                     }
                 }
             }
-            let high_rtx = e.tx.high_rtx_psn();
             let Some(pkt) = e.tx.poll_transmit(now, tp)? else {
                 return Ok(None);
             };
@@ -1589,16 +1580,6 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
             k.tx_bytes = k.tx_bytes.saturating_add(u64::from(pkt.len));
             if pkt.retransmission {
                 c.probe = None;
-                let p = *c.cm.params();
-                if p.mode == RetransmitMode::GoBackN {
-                    k.rtx_go_back_n = k.rtx_go_back_n.saturating_add(1);
-                } else if c.rtx_cause == RtxCause::Rto {
-                    k.rtx_rto = k.rtx_rto.saturating_add(1);
-                } else if high_rtx.is_some_and(|h| !pkt.psn.after(h)) {
-                    k.rtx_mark_psn = k.rtx_mark_psn.saturating_add(1);
-                } else {
-                    k.rtx_fast = k.rtx_fast.saturating_add(1);
-                }
             } else if c.probe.is_none() {
                 c.probe = Some((pkt.psn, now));
             }

@@ -342,7 +342,9 @@ pub struct ChannelCounters {
     pub messages_acked: u64,
     /// Messages delivered.
     pub messages_delivered: u64,
-    /// Selective retransmissions of first losses reported by a TPSACK.
+    /// Selective retransmissions of first losses reported by a TPNAK or
+    /// TPSACK (or asked for by an RNR response). The sender records each
+    /// cause as it queues the packet (`transport::tx::RtxCause`).
     pub rtx_fast: u64,
     /// Retransmissions after an RTO expiry (selective).
     pub rtx_rto: u64,

@@ -79,6 +79,22 @@ pub struct TxConfig {
     pub cetph: Option<CetphKind>,
 }
 
+/// Why a packet is retransmitted: the sender's own record, kept with each
+/// queued PSN, so the layer above reads causes instead of guessing them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RtxCause {
+    /// A response asked for it: a TPNAK or TPSACK reporting a first loss
+    /// (selective + fast), or an RNR / page-fault response.
+    Fast,
+    /// A retransmission shown lost by an acknowledgement at or beyond
+    /// MarkPSN (a second loss, §6.4.2.3.1).
+    MarkPsn,
+    /// The RTO expired (selective: everything outstanding is resent).
+    Rto,
+    /// Go-Back-N, after a TPNAK or an RTO.
+    GoBackN,
+}
+
 /// Per-PSN state of an unacknowledged packet.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TxSlot {
@@ -88,7 +104,8 @@ pub struct TxSlot {
     tpmsn: u32,
     last: bool,
     sacked: bool,
-    queued: bool,
+    /// Queued for selective retransmission, and why.
+    queued: Option<RtxCause>,
 }
 
 /// A packet to send: the header is already in the output buffer; append
@@ -173,6 +190,14 @@ pub struct TxStats {
     pub sent: u64,
     /// Retransmissions.
     pub retransmitted: u64,
+    /// Of these, by cause: first losses reported by TPNAK / TPSACK.
+    pub rtx_fast: u64,
+    /// Second losses (MarkPSN reached).
+    pub rtx_mark_psn: u64,
+    /// Selective RTO bursts.
+    pub rtx_rto: u64,
+    /// Go-Back-N replays.
+    pub rtx_go_back_n: u64,
     /// RTO expiries.
     pub timeouts: u64,
     /// Fast retransmissions queued by TPNAK / TPSACK.
@@ -403,7 +428,7 @@ impl<S: core::ops::DerefMut<Target = [TxSlot]>> RtpSender<S> {
                 }
                 let next = p.next();
                 self.gbn_rtx = if next == self.nxt { None } else { Some(next) };
-                return self.emit(now, p, true, out).map(Some);
+                return self.emit(now, p, Some(RtxCause::GoBackN), out).map(Some);
             }
             self.gbn_rtx = None;
         }
@@ -414,12 +439,10 @@ impl<S: core::ops::DerefMut<Target = [TxSlot]>> RtpSender<S> {
                 if !self.cc.can_send(self.wire_size(s.len)) {
                     return Ok(None);
                 }
-                if let Some(sm) = self.slot_mut(p) {
-                    sm.queued = false;
-                }
+                let cause = self.slot_mut(p).and_then(|sm| sm.queued.take());
                 self.rtx_pending = self.rtx_pending.saturating_sub(1);
                 self.rtx_cursor = p.next();
-                let pkt = self.emit(now, p, true, out)?;
+                let pkt = self.emit(now, p, Some(cause.unwrap_or(RtxCause::Fast)), out)?;
                 self.settle_phase();
                 return Ok(Some(pkt));
             }
@@ -450,7 +473,7 @@ impl<S: core::ops::DerefMut<Target = [TxSlot]>> RtpSender<S> {
                 tpmsn: cur.tpmsn,
                 last,
                 sacked: false,
-                queued: false,
+                queued: None,
             };
         }
         self.cur = if last {
@@ -467,7 +490,7 @@ impl<S: core::ops::DerefMut<Target = [TxSlot]>> RtpSender<S> {
         self.nxt = self.nxt.next();
         self.stats.sent = self.stats.sent.saturating_add(1);
         self.stats.max_outstanding = self.stats.max_outstanding.max(self.outstanding());
-        self.emit(now, psn, false, out).map(Some)
+        self.emit(now, psn, None, out).map(Some)
     }
 
     /// The first queued PSN at or after the cursor (which it moves there),
@@ -479,7 +502,7 @@ impl<S: core::ops::DerefMut<Target = [TxSlot]>> RtpSender<S> {
             self.rtx_cursor
         };
         while p.before(self.nxt) {
-            if self.slot(p).queued {
+            if self.slot(p).queued.is_some() {
                 self.rtx_cursor = p;
                 return Some(p);
             }
@@ -542,10 +565,24 @@ impl<S: core::ops::DerefMut<Target = [TxSlot]>> RtpSender<S> {
         }
     }
 
-    fn emit(&mut self, now: u64, psn: Psn, rtx: bool, out: &mut [u8]) -> Result<TxPacket, Error> {
+    fn emit(
+        &mut self,
+        now: u64,
+        psn: Psn,
+        cause: Option<RtxCause>,
+        out: &mut [u8],
+    ) -> Result<TxPacket, Error> {
         let s = self.slot_mut(psn).copied().ok_or(Error::NoSpace)?;
-        if rtx {
+        let rtx = cause.is_some();
+        if let Some(cause) = cause {
             self.stats.retransmitted = self.stats.retransmitted.saturating_add(1);
+            let by_cause = match cause {
+                RtxCause::Fast => &mut self.stats.rtx_fast,
+                RtxCause::MarkPsn => &mut self.stats.rtx_mark_psn,
+                RtxCause::Rto => &mut self.stats.rtx_rto,
+                RtxCause::GoBackN => &mut self.stats.rtx_go_back_n,
+            };
+            *by_cause = by_cause.saturating_add(1);
             self.burst_sent = true;
             self.high_rtx = Some(self.high_rtx.map_or(psn, |h| h.max(psn)));
             self.last_first_rtx = Some(match self.last_first_rtx {
@@ -587,10 +624,10 @@ impl<S: core::ops::DerefMut<Target = [TxSlot]>> RtpSender<S> {
         let mut p = self.una;
         while p != new_una {
             let s = self.slot(p);
-            if s.queued {
+            if s.queued.is_some() {
                 self.rtx_pending = self.rtx_pending.saturating_sub(1);
                 if let Some(sm) = self.slot_mut(p) {
-                    sm.queued = false;
+                    sm.queued = None;
                 }
             }
             p = p.next();
@@ -628,13 +665,13 @@ impl<S: core::ops::DerefMut<Target = [TxSlot]>> RtpSender<S> {
 
     /// Queues `p` for selective retransmission; returns whether it was
     /// newly queued.
-    fn queue(&mut self, p: Psn) -> bool {
+    fn queue(&mut self, p: Psn, cause: RtxCause) -> bool {
         let size = self.wire_size(self.slot(p).len);
         if let Some(s) = self.slot_mut(p) {
-            if s.queued || s.sacked {
+            if s.queued.is_some() || s.sacked {
                 return false;
             }
-            s.queued = true;
+            s.queued = Some(cause);
         } else {
             return false;
         }
@@ -713,7 +750,7 @@ impl<S: core::ops::DerefMut<Target = [TxSlot]>> RtpSender<S> {
                         RetransmitMode::Selective => {
                             // The peer asks for it: resend without waiting
                             // for MarkPSN.
-                            self.queue(h.psn);
+                            self.queue(h.psn, RtxCause::Fast);
                             if self.phase == TxPhase::NewPackets {
                                 self.start_burst();
                             }
@@ -745,21 +782,26 @@ impl<S: core::ops::DerefMut<Target = [TxSlot]>> RtpSender<S> {
             let slot = self.slot(p);
             if s.bit(k) {
                 if !slot.sacked {
-                    if slot.queued {
+                    if slot.queued.is_some() {
                         self.rtx_pending = self.rtx_pending.saturating_sub(1);
                     }
                     if let Some(sm) = self.slot_mut(p) {
                         sm.sacked = true;
-                        sm.queued = false;
+                        sm.queued = None;
                     }
                 }
-            } else if fast && !slot.queued {
+            } else if fast && slot.queued.is_none() {
                 // Outside the latest burst: a first loss (or one already
                 // proven lost). Inside it: a retransmission that may still
                 // arrive, lost only once MarkPSN has been reached.
                 let second_loss = self.in_latest_burst(p);
                 let proven = self.phase == TxPhase::NewPackets && self.mark_reached;
-                if (!second_loss || proven) && self.queue(p) {
+                let cause = if second_loss {
+                    RtxCause::MarkPsn
+                } else {
+                    RtxCause::Fast
+                };
+                if (!second_loss || proven) && self.queue(p, cause) {
                     self.stats.fast_queued = self.stats.fast_queued.saturating_add(1);
                     if second_loss {
                         self.stats.markpsn_queued = self.stats.markpsn_queued.saturating_add(1);
@@ -801,7 +843,7 @@ impl<S: core::ops::DerefMut<Target = [TxSlot]>> RtpSender<S> {
             RetransmitMode::Selective => {
                 let mut p = self.una;
                 while p.before(self.nxt) {
-                    self.queue(p);
+                    self.queue(p, RtxCause::Rto);
                     p = p.next();
                 }
                 // The timeout restarts the retransmission bookkeeping:
