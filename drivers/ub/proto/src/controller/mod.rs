@@ -33,6 +33,7 @@ pub const BAR0_SIZE: u32 = 0x1_0000;
 pub const FLIT_BYTES: u32 = 20;
 
 mod field;
+pub mod ring;
 mod table;
 
 pub use field::{field_mask, Field, Register, RegisterBase};

@@ -390,4 +390,6 @@ pub enum ConfigError {
     Channels(u32),
     /// The NPI of the IP format has partition ID 0 (§5.3.3.1).
     Npi,
+    /// A live channel uses the address being removed or changed.
+    AddressInUse,
 }

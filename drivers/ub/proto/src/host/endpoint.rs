@@ -4,6 +4,7 @@
 
 use super::super::net::cci::Cci;
 use super::super::net::icrc;
+use super::super::net::npi::{Npi, NpiMode};
 use super::super::net::nth::{
     IpHdr, IpNth, LinkMeta, NetHeader, Nth16, Nth24, ICRC_LEN, NLP24_CTPH, NLP24_RTPH,
 };
@@ -23,7 +24,7 @@ use super::super::transport::rx::{
 };
 use super::super::transport::tpg::{spray_sport, TpGroup, TpgPolicy, MAX_MEMBERS};
 use super::super::transport::tx::{RtpSender, TxConfig, TxEvent, TxSlot, TxStats};
-use super::config::{Addr, ChannelConfig, ConfigError, EndpointConfig, LoadBalance};
+use super::config::{Addr, ChannelConfig, ConfigError, EndpointConfig, LoadBalance, LocalAddrs};
 use super::{
     ChannelCounters, DatagramKind, Delivery, DeliverySink, EndpointError, ErrorCause, Event,
     GroupError, MessageSource, MsgRef, NetCounters, OpenError, Random, SendError, Storage,
@@ -264,6 +265,9 @@ struct Out {
     lb: u16,
     sl: u8,
     per_packet: bool,
+    /// A datagram: the route's own load balancing applies
+    /// ([`Endpoint::add_route_spraying`]).
+    datagram: bool,
     spray: u32,
     upper: Upper,
 }
@@ -317,6 +321,8 @@ pub struct Endpoint<S: Storage, R: Random> {
     rng: R,
     chans: S::Buf<Option<Channel<S>>>,
     routes: S::Buf<RouteEntry>,
+    /// Per route (same index as `routes`): datagrams spray packet by packet.
+    route_spray: S::Buf<bool>,
     n_routes: usize,
     groups: S::Buf<Option<Group>>,
     dgrams: S::Buf<Dgram>,
@@ -374,6 +380,9 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
         let routes = store
             .alloc(usize::from(cfg.max_routes), || empty)
             .map_err(|_| EndpointError::Alloc)?;
+        let route_spray = store
+            .alloc(usize::from(cfg.max_routes), || false)
+            .map_err(|_| EndpointError::Alloc)?;
         let groups = store
             .alloc(usize::from(cfg.max_groups), || None)
             .map_err(|_| EndpointError::Alloc)?;
@@ -387,6 +396,7 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
             rng,
             chans,
             routes,
+            route_spray,
             n_routes: 0,
             groups,
             dgrams,
@@ -413,11 +423,99 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
     }
 
     /// Adds a route: destinations matching `entry` leave by its ports
-    /// (bit n = port n; ports beyond the endpoint's are ignored).
+    /// (bit n = port n; ports beyond the endpoint's are ignored). CTP and
+    /// UTP datagrams on it keep one port per flow.
     pub fn add_route(&mut self, entry: RouteEntry) -> Result<(), TableFull> {
-        let slot = self.routes.get_mut(self.n_routes).ok_or(TableFull)?;
+        self.add_route_spraying(entry, false)
+    }
+
+    /// [`Endpoint::add_route`], with the load balancing of the datagrams
+    /// it carries: `per_packet` sprays them over the equal-cost set packet
+    /// by packet (RTP channels choose for themselves, per channel). A
+    /// route with the same prefix, length and width replaces the old one.
+    pub fn add_route_spraying(
+        &mut self,
+        entry: RouteEntry,
+        per_packet: bool,
+    ) -> Result<(), TableFull> {
+        let i = self
+            .route_index(entry.prefix, entry.prefix_len, entry.width)
+            .unwrap_or(self.n_routes);
+        let slot = self.routes.get_mut(i).ok_or(TableFull)?;
         *slot = entry;
-        self.n_routes = self.n_routes.saturating_add(1);
+        if let Some(spray) = self.route_spray.get_mut(i) {
+            *spray = per_packet;
+        }
+        self.n_routes = self.n_routes.max(i.saturating_add(1));
+        Ok(())
+    }
+
+    fn route_index(&self, prefix: u128, prefix_len: u8, width: u8) -> Option<usize> {
+        self.routes
+            .get(..self.n_routes)?
+            .iter()
+            .position(|r| r.prefix == prefix && r.prefix_len == prefix_len && r.width == width)
+    }
+
+    /// Removes the route with exactly this prefix, length and width;
+    /// `false` if there is none. The order of the others is kept.
+    pub fn remove_route(&mut self, prefix: u128, prefix_len: u8, width: u8) -> bool {
+        let Some(i) = self.route_index(prefix, prefix_len, width) else {
+            return false;
+        };
+        let n = self.n_routes;
+        if let Some(tail) = self.routes.get_mut(i..n) {
+            tail.rotate_left(1);
+        }
+        if let Some(tail) = self.route_spray.get_mut(i..n) {
+            tail.rotate_left(1);
+        }
+        self.n_routes = n.saturating_sub(1);
+        true
+    }
+
+    /// Route `i` (in table order) and whether its datagrams spray per
+    /// packet, or `None` past the last.
+    pub fn route_at(&self, i: usize) -> Option<(RouteEntry, bool)> {
+        let r = self.routes.get(..self.n_routes)?.get(i)?;
+        Some((*r, self.route_spray.get(i).copied().unwrap_or(false)))
+    }
+
+    /// Number of routes.
+    pub const fn route_count(&self) -> usize {
+        self.n_routes
+    }
+
+    /// Replaces the local addresses. An address that a live channel uses
+    /// cannot be removed or changed ([`ConfigError::AddressInUse`]), and
+    /// an IP address needs a valid NPI; on error nothing changes.
+    pub fn set_local(&mut self, local: LocalAddrs) -> Result<(), ConfigError> {
+        let ip = local.ipv4.is_some() || local.ipv6.is_some();
+        if ip && self.cfg.npi_mode.tx_npi(self.cfg.npi).is_err() {
+            return Err(ConfigError::Npi);
+        }
+        let in_use = self
+            .chans
+            .iter()
+            .flatten()
+            .any(|c| local.matching(&c.remote) != Some(c.local));
+        if in_use {
+            return Err(ConfigError::AddressInUse);
+        }
+        self.cfg.local = local;
+        Ok(())
+    }
+
+    /// Sets the partition enforcement mode and NPI (IP format). Refused
+    /// with [`ConfigError::Npi`] if the endpoint has an IP address and the
+    /// NPI is invalid in that mode; on error nothing changes.
+    pub fn set_npi(&mut self, mode: NpiMode, npi: Npi) -> Result<(), ConfigError> {
+        let ip = self.cfg.local.ipv4.is_some() || self.cfg.local.ipv6.is_some();
+        if ip && mode.tx_npi(npi).is_err() {
+            return Err(ConfigError::Npi);
+        }
+        self.cfg.npi_mode = mode;
+        self.cfg.npi = npi;
         Ok(())
     }
 
@@ -1321,6 +1419,12 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
         let (dst, width) = o.remote.key();
         let table = RouteTable::new(self.routes.get(..self.n_routes).unwrap_or(&[]));
         let port = table.lookup(dst, width).and_then(|e| {
+            let spray = o.datagram
+                && self
+                    .route_index(e.prefix, e.prefix_len, e.width)
+                    .and_then(|i| self.route_spray.get(i))
+                    .copied()
+                    .unwrap_or(false);
             let up = RouteEntry {
                 ports: e.ports & self.ports_up,
                 shortest: e.shortest & self.ports_up,
@@ -1333,7 +1437,7 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
                 sl: o.sl,
             };
             let rt = RoutingType {
-                per_packet: o.per_packet,
+                per_packet: o.per_packet || spray,
                 shortest_only: false,
             };
             select_port(&up, rt, key.hash(self.cfg.hash_seed), o.spray)
@@ -1488,6 +1592,7 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
             lb,
             sl,
             per_packet: false,
+            datagram: false,
             spray: 0,
             upper: Upper::Rtph,
         };
@@ -1516,6 +1621,7 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
                 lb: lb_key,
                 sl,
                 per_packet: false,
+                datagram: false,
                 spray: 0,
                 upper: Upper::Rtph,
             };
@@ -1657,6 +1763,7 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
                 lb: 49_152,
                 sl: 0,
                 per_packet: false,
+                datagram: true,
                 spray: self.dg_spray,
                 upper,
             };

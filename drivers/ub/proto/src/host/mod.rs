@@ -27,6 +27,7 @@
 //! only out-of-order packets are held (in the receive slots).
 
 mod config;
+pub mod echo;
 mod endpoint;
 
 pub use config::{
