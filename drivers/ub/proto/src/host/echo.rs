@@ -77,13 +77,40 @@ pub const fn data_byte(id: u32, seq: u32, i: usize) -> u8 {
 impl Echo {
     /// Writes the header into `out` (at least [`ECHO_HEADER_LEN`] bytes).
     pub fn write_header(&self, out: &mut [u8]) -> Result<(), EchoError> {
-        let h = out.get_mut(..ECHO_HEADER_LEN).ok_or(EchoError::Short)?;
-        h[..4].copy_from_slice(&ECHO_MAGIC);
-        h[4] = self.kind.code();
-        h[5..8].fill(0);
-        h[8..12].copy_from_slice(&self.id.to_be_bytes());
-        h[12..16].copy_from_slice(&self.seq.to_be_bytes());
-        h[16..24].copy_from_slice(&self.stamp.to_be_bytes());
+        let h: &mut [u8; ECHO_HEADER_LEN] = out
+            .get_mut(..ECHO_HEADER_LEN)
+            .and_then(|h| h.try_into().ok())
+            .ok_or(EchoError::Short)?;
+        let [m0, m1, m2, m3] = ECHO_MAGIC;
+        let [i0, i1, i2, i3] = self.id.to_be_bytes();
+        let [s0, s1, s2, s3] = self.seq.to_be_bytes();
+        let [t0, t1, t2, t3, t4, t5, t6, t7] = self.stamp.to_be_bytes();
+        *h = [
+            m0,
+            m1,
+            m2,
+            m3,
+            self.kind.code(),
+            0,
+            0,
+            0,
+            i0,
+            i1,
+            i2,
+            i3,
+            s0,
+            s1,
+            s2,
+            s3,
+            t0,
+            t1,
+            t2,
+            t3,
+            t4,
+            t5,
+            t6,
+            t7,
+        ];
         Ok(())
     }
 
@@ -94,8 +121,9 @@ impl Echo {
             .checked_add(data_len)
             .ok_or(EchoError::Short)?;
         let msg = out.get_mut(..total).ok_or(EchoError::Short)?;
-        self.write_header(msg)?;
-        for (i, b) in msg[ECHO_HEADER_LEN..].iter_mut().enumerate() {
+        let (header, data) = msg.split_at_mut(ECHO_HEADER_LEN);
+        self.write_header(header)?;
+        for (i, b) in data.iter_mut().enumerate() {
             *b = data_byte(self.id, self.seq, i);
         }
         Ok(total)
@@ -103,23 +131,25 @@ impl Echo {
 
     /// Parses the header of `msg`.
     pub fn parse(msg: &[u8]) -> Result<Self, EchoError> {
-        let h = msg.get(..ECHO_HEADER_LEN).ok_or(EchoError::Short)?;
-        if h[..4] != ECHO_MAGIC {
+        let h: &[u8; ECHO_HEADER_LEN] = msg
+            .get(..ECHO_HEADER_LEN)
+            .and_then(|h| h.try_into().ok())
+            .ok_or(EchoError::Short)?;
+        let [m0, m1, m2, m3, kind, _, _, _, i0, i1, i2, i3, s0, s1, s2, s3, t0, t1, t2, t3, t4, t5, t6, t7] =
+            *h;
+        if [m0, m1, m2, m3] != ECHO_MAGIC {
             return Err(EchoError::NotEcho);
         }
-        let kind = match h[4] {
+        let kind = match kind {
             1 => EchoKind::Request,
             2 => EchoKind::Reply,
             _ => return Err(EchoError::NotEcho),
         };
-        let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-        let mut stamp = [0u8; 8];
-        stamp.copy_from_slice(&h[16..24]);
         Ok(Self {
             kind,
-            id: be32(&h[8..12]),
-            seq: be32(&h[12..16]),
-            stamp: u64::from_be_bytes(stamp),
+            id: u32::from_be_bytes([i0, i1, i2, i3]),
+            seq: u32::from_be_bytes([s0, s1, s2, s3]),
+            stamp: u64::from_be_bytes([t0, t1, t2, t3, t4, t5, t6, t7]),
         })
     }
 
@@ -151,6 +181,7 @@ impl Echo {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "test code")]
 mod tests {
     use super::*;
 
