@@ -16,12 +16,21 @@ pub mod proto;
 // so its modules are re-exported here.
 pub use proto::*;
 
-mod controller_pci;
 pub mod kernel_crc;
-// The driver uses part of the register table so far; the rest is there for
-// the data path.
+mod netlink;
+mod pci;
+mod port;
+// The driver uses part of the register table; the rest documents the
+// device.
 #[allow(dead_code)]
 mod regs;
+mod registry;
+mod ring;
+mod snapshot;
+// The network layer of a controller (`net.rs`); named apart from
+// ub-proto's `net` module, which the crate root re-exports.
+#[path = "net.rs"]
+mod ub_net;
 
 module! {
     type: UbModule,
@@ -37,11 +46,11 @@ module! {
 /// controller unbound) before the debugfs root goes.
 #[pin_data(PinnedDrop)]
 struct UbModule {
-    /// The PCI driver of the UB controller (`controller_pci.rs`).
+    /// The PCI driver of the UB controller (`pci.rs`).
     #[pin]
-    _pci: controller_pci::Registration,
+    _pci: pci::Registration,
     /// `/sys/kernel/debug/ub`, the parent of the controllers' directories.
-    _debugfs: controller_pci::DebugfsRoot,
+    _debugfs: pci::DebugfsRoot,
 }
 
 impl kernel::InPlaceModule for UbModule {
@@ -49,7 +58,9 @@ impl kernel::InPlaceModule for UbModule {
         pr_info!("UnifiedBus stack loaded\n");
         // SAFETY: Module init runs once, and this is before the PCI driver
         // (the only other user of the debugfs root) is registered.
-        let debugfs = unsafe { controller_pci::DebugfsRoot::new() };
+        let debugfs = unsafe { pci::DebugfsRoot::new() };
+        // SAFETY: As above: once, before the PCI driver registers.
+        unsafe { registry::init() };
         try_pin_init!(Self {
             _debugfs: debugfs,
             _pci <- kernel::driver::Registration::new(<Self as kernel::ModuleMetadata>::NAME, module),

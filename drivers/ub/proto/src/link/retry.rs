@@ -136,7 +136,12 @@ impl<S: DerefMut<Target = [RetrySlot]>> RetryBuffer<S> {
         } else if s - d < d {
             (s - d) as u16
         } else {
-            (s % d) as u16
+            // `d` is never 0 for a buffer in use; `checked_rem` keeps a
+            // division-by-zero panic out of the kernel build.
+            match s.checked_rem(d) {
+                Some(r) => r as u16,
+                None => 0,
+            }
         }
     }
 

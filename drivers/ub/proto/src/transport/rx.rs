@@ -426,7 +426,9 @@ where
         }
         let i = self.slot_of(h.psn);
         let start = i.saturating_mul(self.slot_bytes);
-        let end = start.saturating_add(payload.len());
+        let Some(end) = start.checked_add(payload.len()) else {
+            return false;
+        };
         let (Some(dst), Some(m)) = (
             self.store.data.get_mut(start..end),
             self.store.meta.get_mut(i),

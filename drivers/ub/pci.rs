@@ -2,16 +2,21 @@
 //! PCI driver of the UB controller (the PCIe function `ub-fabric` emulates).
 //!
 //! Probe enables the function, maps BAR0, checks the identification
-//! registers, allocates one MSI-X vector per interrupt source (vector 0:
-//! global causes, vector 1 + n: port n) and counts the interrupts of each
-//! vector. Everything is exposed in debugfs under `ub/<pci-name>/`; see
+//! registers, creates the controller's network layer ([`Net`]) and one
+//! [`Port`] per port (rings, link engine, work item, hrtimer), allocates one
+//! MSI-X vector per interrupt source (vector 0: global causes, vector 1 + n:
+//! port n: its handler is [`Port::interrupt`]), starts the ports and
+//! registers the device for netlink ([`crate::registry`]). Everything is exposed in debugfs under `ub/<pci-name>/`; see
 //! `Documentation/ub/driver.rst`. Registers are the types of [`crate::regs`]:
 //! the shared register table (the one `ub-fabric` compiles) expanded with
 //! the kernel's `register!`; constants come from [`crate::controller`].
 //!
-//! Teardown follows drop order of [`Controller`]: the IRQ handlers are freed
-//! first, then the MSI-X vectors, then the debugfs files, and the BAR
-//! mapping goes last, with the last reference to [`Shared`].
+//! Teardown: unbind takes the device out of the registry, stops the
+//! endpoint and the ports (no work, no timer, rings and PHY off) and resets
+//! the controller; then the drop order of [`Controller`] frees the IRQ
+//! handlers, the MSI-X vectors and the debugfs files, and the BAR mapping
+//! goes last, with the last reference to [`Shared`]. The ring memory goes
+//! with the last reference to each port.
 
 use kernel::{
     debugfs,
@@ -29,13 +34,15 @@ use kernel::{
 };
 
 use crate::controller as hw;
+use crate::ub_net::Net;
+use crate::port::Port;
 use crate::regs::{
     CAP_MSIX, CAP_PORTS, CAP_RING, CAP_XFER, CTRL, ERR_STATUS, GERR, GINT_CAUSE, GINT_MASK,
-    GINT_TEST, IDENT, INT_CAUSE, SCRATCH, VERSION,
+    GINT_TEST, IDENT, SCRATCH, VERSION,
 };
 
 /// Size of BAR0, from the shared register map.
-const BAR0_SIZE: usize = hw::BAR0_SIZE as usize;
+pub(crate) const BAR0_SIZE: usize = hw::BAR0_SIZE as usize;
 
 /// Most MSI-X vectors a controller can have (global + [`hw::MAX_PORTS`]).
 const MAX_VECTORS: usize = hw::msix_vectors(hw::MAX_PORTS) as usize;
@@ -62,7 +69,7 @@ const IRQ_NAMES: [&CStr; MAX_VECTORS] = [
 
 /// BAR0 as a device-managed mapping: revoked when the device is unbound, so
 /// it can be shared with the IRQ handlers and the debugfs files.
-type Bar0 = pci::DevresBar<BAR0_SIZE>;
+pub(crate) type Bar0 = pci::DevresBar<BAR0_SIZE>;
 
 kernel::sync::global_lock! {
     // SAFETY: `DebugfsRoot::new` calls `init()` once, before the PCI driver
@@ -147,8 +154,8 @@ impl Ident {
 /// are dropped during unbind (handlers first), and the last one unmaps BAR0.
 /// Locking: none; counters are atomics and BAR accesses go through the
 /// revocable mapping.
-struct Shared {
-    bar: Bar0,
+pub(crate) struct Shared {
+    pub(crate) bar: Bar0,
     /// Values read at probe (the debugfs files read the registers again).
     ident: Ident,
     /// Vectors in use: `1 + ports`.
@@ -168,7 +175,7 @@ struct Shared {
 impl Shared {
     /// Handles the interrupt of `vector`: reads its cause register, clears
     /// the causes it saw (RW1C) and counts them.
-    fn handle(&self, vector: usize) -> IrqReturn {
+    fn handle(&self, vector: usize, port: Option<&Arc<Port>>) -> IrqReturn {
         if let Some(c) = self.count.get(vector) {
             c.fetch_add(1, Relaxed);
         }
@@ -202,20 +209,9 @@ impl Shared {
             bar.write_reg(cause);
             return IrqReturn::Handled;
         }
-        // Port vectors: 1 + port. Their causes stay masked until the link
-        // layer is wired to the rings; clear whatever is there.
-        let Some(port) = vector.checked_sub(1) else {
-            return IrqReturn::None;
-        };
-        match INT_CAUSE::try_at(port).map(|loc| bar.try_read(loc)) {
-            Some(Ok(cause)) if cause.into_raw() != 0 => {
-                // The location was just read successfully, so the write
-                // cannot fail either.
-                if let Some(loc) = INT_CAUSE::try_at(port) {
-                    let _ = bar.try_write(loc, cause);
-                }
-                IrqReturn::Handled
-            }
+        // Port vectors: 1 + port.
+        match port {
+            Some(p) if p.interrupt(&bar) => IrqReturn::Handled,
             _ => {
                 self.spurious.fetch_add(1, Relaxed);
                 IrqReturn::None
@@ -228,11 +224,13 @@ impl Shared {
 struct VectorHandler {
     shared: Arc<Shared>,
     vector: usize,
+    /// The port of a port vector.
+    port: Option<Arc<Port>>,
 }
 
 impl irq::Handler for VectorHandler {
     fn handle(&self) -> IrqReturn {
-        self.shared.handle(self.vector)
+        self.shared.handle(self.vector, self.port.as_ref())
     }
 }
 
@@ -251,6 +249,10 @@ pub(crate) struct Controller<'bound> {
     debugfs: debugfs::Scope<Arc<Shared>>,
     /// The driver's own reference to the shared state.
     shared: Arc<Shared>,
+    /// The network layer (also in the registry while bound).
+    net: Arc<Net>,
+    /// The ports, by index.
+    ports: KVec<Arc<Port>>,
 }
 
 /// Reads and checks the identification and capability registers.
@@ -307,6 +309,7 @@ fn identify(pdev: &pci::Device<Core<'_>>, bar: &pci::Bar<'_, BAR0_SIZE>) -> Resu
 fn request_irqs<'bound>(
     vectors: &'bound pci::IrqVectorRegistration<'bound>,
     shared: &Arc<Shared>,
+    ports: &[Arc<Port>],
 ) -> Result<KVec<Pin<KBox<irq::Registration<'bound, VectorHandler>>>>> {
     let mut irqs = KVec::with_capacity(shared.nvec, GFP_KERNEL)?;
     for (vector, name) in IRQ_NAMES.iter().enumerate().take(shared.nvec) {
@@ -314,6 +317,7 @@ fn request_irqs<'bound>(
         let handler = VectorHandler {
             shared: shared.clone(),
             vector,
+            port: vector.checked_sub(1).and_then(|p| ports.get(p)).cloned(),
         };
         // SAFETY: The registration is owned by `Controller::irqs` and dropped
         // with it; it is never leaked.
@@ -378,6 +382,22 @@ impl pci::Driver for UbPciDriver {
             let name = pdev.as_ref().name();
             let files = shared.clone();
 
+            let net = Net::new(
+                crate::registry::next_index(),
+                name,
+                ident.ports(),
+                ident.version.into_raw(),
+            )?;
+            let mut ports = KVec::with_capacity(ident.ports() as usize, GFP_KERNEL)?;
+            for p in 0..ident.ports() {
+                ports.push(Port::new(pdev.as_ref(), shared.clone(), net.clone(), p)?, GFP_KERNEL)?;
+            }
+            let mut for_net = KVec::with_capacity(ports.len(), GFP_KERNEL)?;
+            for p in &ports {
+                for_net.push(p.clone(), GFP_KERNEL)?;
+            }
+            net.attach(for_net);
+
             Ok(try_pin_init!(Controller {
                 vectors,
                 // SAFETY: `vectors` is initialized before this expression is
@@ -385,7 +405,7 @@ impl pci::Driver for UbPciDriver {
                 // written here), lives at a pinned, stable address inside the
                 // driver data, and is dropped after `irqs` (field declaration
                 // order), so the borrow never outlives it.
-                irqs: request_irqs(unsafe { &*core::ptr::from_ref(vectors) }, &shared)?,
+                irqs: request_irqs(unsafe { &*core::ptr::from_ref(vectors) }, &shared, &ports)?,
                 debugfs <- root.scope(files, name, |s, dir| {
                     dir.read_callback_file(c"ident", &**s, &show_ident);
                     dir.read_callback_file(c"version", &**s, &show_version);
@@ -395,23 +415,41 @@ impl pci::Driver for UbPciDriver {
                     dir.write_only_callback_file(c"irq_test", &**s, &trigger_test);
                 }),
                 shared,
+                net,
+                ports,
             })
             .pin_chain(|this| {
                 // Every vector has its handler: clear stale global causes and
-                // unmask them. Port causes stay masked (reset value) until the
-                // link layer drives the rings.
-                let bar = this.shared.bar.try_access().ok_or(ENODEV)?;
-                bar.write_reg(GINT_CAUSE::from_raw(hw::GINT_CAUSE::FIELDS));
-                bar.write_reg(GINT_MASK::zeroed());
-                Ok(())
+                // unmask them; start the ports (their causes are unmasked by
+                // `Port::start`); then netlink may see the device.
+                {
+                    let bar = this.shared.bar.try_access().ok_or(ENODEV)?;
+                    bar.write_reg(GINT_CAUSE::from_raw(hw::GINT_CAUSE::FIELDS));
+                    bar.write_reg(GINT_MASK::zeroed());
+                    // DMA and rings allowed.
+                    bar.write_reg(CTRL::zeroed().with_enable(true));
+                }
+                for p in &this.ports {
+                    p.start()?;
+                }
+                crate::registry::add(this.net.clone())
             }))
         })
     }
 
     fn unbind<'bound>(pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
+        // Netlink no longer finds the device; the endpoint stops and lets
+        // go of the ports; each port stops its work and timer and turns its
+        // rings and PHY off.
+        crate::registry::remove(this.net.index());
+        for p in this.net.shutdown() {
+            p.shutdown();
+        }
+        for p in &this.ports {
+            p.shutdown();
+        }
         // Quiesce the device: no more messages, every register back to its
-        // reset value (the ports were never enabled, but a reset also stops
-        // any DMA a later version starts).
+        // reset value (no DMA after this).
         if let Ok(bar) = this.shared.bar.access(pdev.as_ref()) {
             bar.write_reg(GINT_MASK::from_raw(hw::GINT_CAUSE::FIELDS));
             bar.write_reg(CTRL::zeroed().with_reset(true));

@@ -1,0 +1,767 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The network layer of one controller: its `ub_proto::host` endpoint over
+//! its ports, and the in-band echo.
+//!
+//! The endpoint owns the addresses, the NPI, the routes over the ports
+//! (a port whose DLL is not in DLL_Normal is left out of every route), the
+//! network header and the ICRC (with the kernel's `crc32_le`); the driver
+//! only moves packets: a port's work hands what its link received to
+//! [`Net::run`], which gives it to the endpoint and queues what the endpoint
+//! sends on the ports it chose. Echo requests (UTP datagrams,
+//! `ub_proto::host::echo`) are answered here; replies go back to the
+//! netlink socket that asked.
+//!
+//! Locking: [`Net::state`] (a mutex, process context only) guards the
+//! endpoint. Lock order: registry → endpoint → port. A port's work takes
+//! this lock only after releasing its own.
+//!
+//! Lifetime: an `Arc`, held by the controller, the registry, every port
+//! (to hand packets up), and a queued work item or armed timer.
+//! [`Net::shutdown`] drops the endpoint's references to the ports, which
+//! breaks the only reference cycle.
+
+use kernel::{
+    bindings, impl_has_hr_timer, new_mutex,
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc, ArcBorrow, Mutex,
+    },
+    time::{
+        hrtimer::{
+            ArcHrTimerHandle, HrTimer, HrTimerCallback, HrTimerCallbackContext, HrTimerPointer,
+            HrTimerRestart, RelativeMode,
+        },
+        Delta, Monotonic,
+    },
+    workqueue::{self, impl_has_work, new_work, Work, WorkItem},
+};
+
+use crate::host::echo::{Echo, EchoKind, ECHO_HEADER_LEN};
+use crate::host::{
+    Addr, AllocError, ConfigError, DatagramKind, Delivery, DeliverySink, Endpoint, EndpointConfig,
+    Event, LocalAddrs, MessageSource, MsgRef, Random, SendError, Storage,
+};
+use crate::link::engine::max_dlldp_payload;
+use crate::link::frame::Mode;
+use crate::proto::net::npi::{Npi, NpiMode};
+use crate::proto::net::route::RouteEntry;
+use crate::port::{now_ns, Port, MAX_PACKET};
+use crate::snapshot::{DevSnapshot, EchoReply, EchoRequest, Field, Refusal, ReplyTo, RouteSnapshot};
+use crate::transport::cm::CmTiming;
+
+/// Datagrams (echo requests and replies) in flight at once.
+const DGRAM_SLOTS: usize = 32;
+/// Largest echo payload (the spec's `size` check).
+pub(crate) const ECHO_MAX_DATA: usize = 4096;
+/// Echo requests remembered while waiting for their reply.
+const ECHO_PENDING: usize = 64;
+/// Echo messages one received burst may answer or report.
+const ECHO_BATCH: usize = 16;
+
+/// The endpoint's allocator: `kvmalloc` with `GFP_KERNEL` (tables are
+/// allocated in process context, when the endpoint or a channel is
+/// created, never per packet).
+pub(crate) struct KernelStorage;
+
+impl Storage for KernelStorage {
+    type Buf<T> = KVVec<T>;
+
+    fn alloc<T>(&mut self, n: usize, mut fill: impl FnMut() -> T) -> Result<KVVec<T>, AllocError> {
+        let mut v = KVVec::with_capacity(n, GFP_KERNEL).map_err(|_| AllocError)?;
+        for _ in 0..n {
+            v.push_within_capacity(fill()).map_err(|_| AllocError)?;
+        }
+        Ok(v)
+    }
+}
+
+/// Initial PSNs come from the kernel's CSPRNG.
+pub(crate) struct KernelRandom;
+
+impl Random for KernelRandom {
+    fn random_u32(&mut self) -> u32 {
+        // SAFETY: `get_random_u32` has no preconditions.
+        unsafe { bindings::get_random_u32() }
+    }
+}
+
+type HostEndpoint = Endpoint<KernelStorage, KernelRandom>;
+
+/// One datagram's bytes, kept until the endpoint reports it sent.
+struct DgramBuf {
+    len: usize,
+    data: [u8; ECHO_HEADER_LEN + ECHO_MAX_DATA],
+}
+
+/// The message store of the datagrams.
+struct Dgrams {
+    bufs: KVVec<DgramBuf>,
+    /// Bit n set: slot n holds a datagram not yet sent.
+    busy: u64,
+}
+
+impl Dgrams {
+    fn take(&mut self) -> Option<usize> {
+        let free = !self.busy & (u64::MAX >> (64 - DGRAM_SLOTS));
+        if free == 0 {
+            return None;
+        }
+        let i = free.trailing_zeros() as usize;
+        self.busy |= 1 << i;
+        Some(i)
+    }
+
+    fn release(&mut self, token: u64) {
+        if let Ok(i) = u32::try_from(token) {
+            if let Some(bit) = 1u64.checked_shl(i) {
+                self.busy &= !bit;
+            }
+        }
+    }
+}
+
+impl MessageSource for Dgrams {
+    fn read(&mut self, msg: MsgRef, offset: u32, out: &mut [u8]) {
+        let MsgRef::Datagram { token } = msg else {
+            out.fill(0);
+            return;
+        };
+        let src = usize::try_from(token)
+            .ok()
+            .and_then(|i| self.bufs.get(i))
+            .and_then(|b| {
+                let off = usize::try_from(offset).ok()?;
+                b.data.get(off..off.checked_add(out.len())?.min(b.len))
+            });
+        match src {
+            Some(s) if s.len() == out.len() => out.copy_from_slice(s),
+            _ => out.fill(0),
+        }
+    }
+}
+
+/// An echo request waiting for its reply.
+#[derive(Clone, Copy)]
+struct PendingEcho {
+    id: u32,
+    seq: u32,
+    size: u32,
+    reply_to: ReplyTo,
+}
+
+/// What a burst of received packets asks for, collected while the
+/// endpoint is borrowed.
+struct Inbox {
+    port: u8,
+    /// Requests to answer: (slot holding the reply, to whom).
+    answers: [Option<(usize, Addr)>; ECHO_BATCH],
+    /// Replies received: (header, data length, from, port).
+    replies: [Option<(Echo, u32, Addr, u8)>; ECHO_BATCH],
+    corrupt: u64,
+    dropped: u64,
+}
+
+/// The endpoint's sink: the echo service (there are no TP channels yet,
+/// so every other delivery is counted and dropped).
+struct Sink<'a> {
+    inbox: &'a mut Inbox,
+    dgrams: &'a mut Dgrams,
+}
+
+impl DeliverySink for Sink<'_> {
+    fn deliver(&mut self, d: &Delivery<'_>) {
+        let Delivery::Datagram {
+            kind: DatagramKind::Utp,
+            from,
+            bytes,
+        } = *d
+        else {
+            return;
+        };
+        let Ok(echo) = Echo::parse(bytes) else {
+            return;
+        };
+        match echo.kind {
+            EchoKind::Request => {
+                let Some(slot) = self.inbox.answers.iter_mut().find(|a| a.is_none()) else {
+                    self.inbox.dropped += 1;
+                    return;
+                };
+                let Some(i) = self.dgrams.take() else {
+                    self.inbox.dropped += 1;
+                    return;
+                };
+                let ok = self
+                    .dgrams
+                    .bufs
+                    .get_mut(i)
+                    .and_then(|b| {
+                        b.data.get_mut(..bytes.len())?.copy_from_slice(bytes);
+                        b.len = bytes.len();
+                        Echo::make_reply(b.data.get_mut(..bytes.len())?).ok()
+                    })
+                    .is_some();
+                if ok {
+                    *slot = Some((i, from));
+                } else {
+                    self.dgrams.release(i as u64);
+                    self.inbox.dropped += 1;
+                }
+            }
+            EchoKind::Reply => {
+                if echo.check_data(bytes).is_err() {
+                    self.inbox.corrupt += 1;
+                    return;
+                }
+                let len = u32::try_from(bytes.len().saturating_sub(ECHO_HEADER_LEN)).unwrap_or(0);
+                match self.inbox.replies.iter_mut().find(|r| r.is_none()) {
+                    Some(r) => *r = Some((echo, len, from, self.inbox.port)),
+                    None => self.inbox.dropped += 1,
+                }
+            }
+        }
+    }
+}
+
+/// Everything [`Net::state`] guards.
+struct NetState {
+    ep: HostEndpoint,
+    ports: KVec<Arc<Port>>,
+    dgrams: Dgrams,
+    pending: [Option<PendingEcho>; ECHO_PENDING],
+    pending_next: usize,
+    echo_requests: u64,
+    echo_replies: u64,
+    echo_dropped: u64,
+    tx_buf: KBox<[u8; MAX_PACKET]>,
+    timer: Option<ArcHrTimerHandle<Net>>,
+}
+
+/// The network layer of one controller (see the module documentation).
+#[pin_data]
+pub(crate) struct Net {
+    index: u32,
+    name: [u8; 32],
+    name_len: usize,
+    ports: u32,
+    version: u32,
+    #[pin]
+    state: Mutex<NetState>,
+    #[pin]
+    work: Work<Net>,
+    #[pin]
+    timer: HrTimer<Net>,
+    stopping: Atomic<bool>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for Net { self.work }
+}
+
+impl_has_hr_timer! {
+    impl HasHrTimer<Self> for Net {
+        mode: RelativeMode<Monotonic>, field: self.timer
+    }
+}
+
+/// The endpoint's configuration: no address and no route until user space
+/// configures them (`ubctl addr add`, `ubctl route add`).
+fn endpoint_config(ports: u32) -> Result<EndpointConfig> {
+    let max_packet = MAX_PACKET.min(max_dlldp_payload(Mode::Crc));
+    Ok(EndpointConfig {
+        local: LocalAddrs::default(),
+        npi_mode: NpiMode::Strict(Npi::DEFAULT),
+        npi: Npi::DEFAULT,
+        ports: u8::try_from(ports)?,
+        max_packet: u32::try_from(max_packet)?,
+        max_channels: 64,
+        max_routes: 16,
+        max_groups: 4,
+        datagram_queue: DGRAM_SLOTS as u16,
+        cm: CmTiming {
+            retry_ns: 100_000_000,
+            max_tries: 5,
+        },
+        accept: None,
+        hash_seed: u64::from(KernelRandom.random_u32()),
+        icrc: crate::kernel_crc::ICRC_BACKEND,
+    })
+}
+
+/// A refusal naming `field`.
+fn refuse(errno: Error, msg: &'static CStr, field: Option<Field>) -> Refusal {
+    Refusal { errno, msg, field }
+}
+
+impl Net {
+    /// The endpoint of a controller with `ports` ports, registered as
+    /// device `index` under `name` (its PCI name).
+    pub(crate) fn new(index: u32, name: &CStr, ports: u32, version: u32) -> Result<Arc<Self>> {
+        let ep = HostEndpoint::new(endpoint_config(ports)?, KernelStorage, KernelRandom)
+            .map_err(|_| ENOMEM)?;
+        let mut bufs = KVVec::with_capacity(DGRAM_SLOTS, GFP_KERNEL)?;
+        for _ in 0..DGRAM_SLOTS {
+            bufs.push(
+                DgramBuf {
+                    len: 0,
+                    data: [0; ECHO_HEADER_LEN + ECHO_MAX_DATA],
+                },
+                GFP_KERNEL,
+            )?;
+        }
+        let mut ep = ep;
+        for p in 0..ports {
+            // Down until its DLL reaches DLL_Normal.
+            ep.set_port_up(u8::try_from(p)?, false);
+        }
+        let mut nm = [0u8; 32];
+        let src = name.to_bytes();
+        let name_len = src.len().min(nm.len() - 1);
+        if let (Some(d), Some(s)) = (nm.get_mut(..name_len), src.get(..name_len)) {
+            d.copy_from_slice(s);
+        }
+        let state = NetState {
+            ep,
+            ports: KVec::new(),
+            dgrams: Dgrams { bufs, busy: 0 },
+            pending: [None; ECHO_PENDING],
+            pending_next: 0,
+            echo_requests: 0,
+            echo_replies: 0,
+            echo_dropped: 0,
+            tx_buf: KBox::new([0; MAX_PACKET], GFP_KERNEL)?,
+            timer: None,
+        };
+        Arc::pin_init(
+            pin_init!(Self {
+                index,
+                name: nm,
+                name_len,
+                ports,
+                version,
+                state <- new_mutex!(state),
+                work <- new_work!("ub::Net::work"),
+                timer <- HrTimer::new(),
+                stopping: Atomic::new(false),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Device index.
+    pub(crate) fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// Attaches the ports (once, after they are created).
+    pub(crate) fn attach(&self, ports: KVec<Arc<Port>>) {
+        self.state.lock().ports = ports;
+    }
+
+    /// The port `i`, if it exists.
+    pub(crate) fn port(&self, i: u32) -> Option<Arc<Port>> {
+        let st = self.state.lock();
+        st.ports.get(usize::try_from(i).ok()?).cloned()
+    }
+
+    /// Stops the endpoint: no more work or timer, and the references to
+    /// the ports are dropped (the caller shuts the ports down after).
+    pub(crate) fn shutdown(&self) -> KVec<Arc<Port>> {
+        self.stopping.store(true, Relaxed);
+        let (handle, ports) = {
+            let mut st = self.state.lock();
+            (st.timer.take(), core::mem::take(&mut st.ports))
+        };
+        drop(handle);
+        // SAFETY: `work` is a field of this live `Net`; `flush_work` waits
+        // for the queued or running instance, which sees `stopping` and
+        // returns at once, queueing nothing more.
+        unsafe { bindings::flush_work(Work::raw_get(&self.work)) };
+        ports
+    }
+
+    /// Queues the endpoint's work.
+    fn kick(self: &Arc<Self>) {
+        if !self.stopping.load(Relaxed) {
+            let _ = workqueue::system().enqueue(self.clone());
+        }
+    }
+
+    /// A port's DLL state changed: the routing table follows on the next
+    /// run.
+    pub(crate) fn port_changed(&self) {}
+
+    /// One round of the endpoint's call order: port states, received
+    /// packets, timers, then everything it can send.
+    pub(crate) fn run(self: &Arc<Self>) {
+        if self.stopping.load(Relaxed) {
+            return;
+        }
+        let now = now_ns();
+        let mut notify: [Option<(ReplyTo, EchoReply)>; ECHO_BATCH] = [None; ECHO_BATCH];
+        {
+            let mut guard = self.state.lock();
+            let st = &mut *guard;
+            for (i, port) in st.ports.iter().enumerate() {
+                if let Ok(i) = u8::try_from(i) {
+                    st.ep.set_port_up(i, port.dll_up());
+                }
+            }
+            for i in 0..st.ports.len() {
+                let Some(port) = st.ports.get(i).cloned() else {
+                    break;
+                };
+                let Ok(pi) = u8::try_from(i) else {
+                    break;
+                };
+                let mut inbox = Inbox {
+                    port: pi,
+                    answers: [None; ECHO_BATCH],
+                    replies: [None; ECHO_BATCH],
+                    corrupt: 0,
+                    dropped: 0,
+                };
+                {
+                    let ep = &mut st.ep;
+                    let mut sink = Sink {
+                        inbox: &mut inbox,
+                        dgrams: &mut st.dgrams,
+                    };
+                    port.drain_up(|cfg, bytes| ep.handle_packet(now, pi, cfg, bytes, &mut sink));
+                }
+                st.process_inbox(&inbox, now, self.index, &mut notify);
+                st.flush(now);
+            }
+            if st.ep.poll_timeout().is_some_and(|t| t <= now) {
+                st.ep.handle_timeout(now);
+            }
+            st.flush(now);
+            if !self.stopping.load(Relaxed) {
+                st.arm_timer(self, now);
+            }
+        }
+        for (to, reply) in notify.iter().flatten() {
+            crate::netlink::echo_reply(to, reply);
+        }
+    }
+
+    /// Sends one echo request; the reply goes to `reply_to`.
+    pub(crate) fn echo(self: &Arc<Self>, req: &EchoRequest, reply_to: ReplyTo) -> Result<(), Refusal> {
+        if !matches!(req.dst, Addr::Ipv4(_) | Addr::Ipv6(_)) {
+            return Err(refuse(EINVAL, c"echo rides on UTP: the destination must be an IP address", Some(Field::Dst)));
+        }
+        let size = usize::try_from(req.size).unwrap_or(usize::MAX);
+        if size > ECHO_MAX_DATA {
+            return Err(refuse(EINVAL, c"echo size above 4096 bytes", Some(Field::Size)));
+        }
+        {
+            let mut guard = self.state.lock();
+            let st = &mut *guard;
+            let Some(i) = st.dgrams.take() else {
+                return Err(refuse(EAGAIN, c"too many echo requests in flight", None));
+            };
+            let echo = Echo {
+                kind: EchoKind::Request,
+                id: req.id,
+                seq: req.seq,
+                stamp: now_ns(),
+            };
+            let len = match st.dgrams.bufs.get_mut(i).map(|b| {
+                let n = echo.write_request(&mut b.data, size);
+                if let Ok(n) = n {
+                    b.len = n;
+                }
+                n
+            }) {
+                Some(Ok(n)) => n,
+                _ => {
+                    st.dgrams.release(i as u64);
+                    return Err(refuse(EINVAL, c"echo size does not fit a datagram", Some(Field::Size)));
+                }
+            };
+            let sent = st.ep.send_datagram(
+                DatagramKind::Utp,
+                req.dst,
+                i as u64,
+                u32::try_from(len).unwrap_or(u32::MAX),
+            );
+            if let Err(e) = sent {
+                st.dgrams.release(i as u64);
+                let (errno, msg) = match e {
+                    SendError::Format => (
+                        EADDRNOTAVAIL,
+                        c"no local address of the destination's format (ubctl addr add)",
+                    ),
+                    SendError::Length => (EMSGSIZE, c"echo does not fit the ports' packet size"),
+                    SendError::WouldBlock => (EAGAIN, c"datagram queue full"),
+                    _ => (EINVAL, c"echo refused by the endpoint"),
+                };
+                return Err(refuse(errno, msg, Some(Field::Dst)));
+            }
+            let slot = st.pending_next % ECHO_PENDING;
+            st.pending_next = st.pending_next.wrapping_add(1);
+            if let Some(p) = st.pending.get_mut(slot) {
+                *p = Some(PendingEcho {
+                    id: req.id,
+                    seq: req.seq,
+                    size: req.size,
+                    reply_to,
+                });
+            }
+            let before = st.ep.net_counters().no_route_drops;
+            st.flush(now_ns());
+            if st.ep.net_counters().no_route_drops != before {
+                return Err(refuse(
+                    ENETUNREACH,
+                    c"no route with a port up to the destination",
+                    Some(Field::Dst),
+                ));
+            }
+        }
+        self.kick();
+        Ok(())
+    }
+
+    /// The device for netlink.
+    pub(crate) fn snapshot(&self) -> DevSnapshot {
+        let st = self.state.lock();
+        let cfg = st.ep.config();
+        let l = cfg.local;
+        DevSnapshot {
+            index: self.index,
+            name: self.name,
+            name_len: self.name_len,
+            ports: self.ports,
+            version: self.version,
+            addrs: [
+                l.cna16.map(Addr::Cna16),
+                l.cna24.map(Addr::Cna24),
+                l.ipv4.map(Addr::Ipv4),
+                l.ipv6.map(Addr::Ipv6),
+            ],
+            npi_mode: cfg.npi_mode,
+            npi: cfg.npi.raw(),
+            net: *st.ep.net_counters(),
+            echo_requests: st.echo_requests,
+            echo_replies: st.echo_replies,
+        }
+    }
+
+    /// Adds (`add`) or removes a local address.
+    pub(crate) fn set_addr(&self, addr: Addr, add: bool) -> Result<(), Refusal> {
+        let mut st = self.state.lock();
+        let mut l = st.ep.config().local;
+        let (had, slot_same) = match addr {
+            Addr::Cna16(a) => (l.cna16.is_some(), l.cna16 == Some(a)),
+            Addr::Cna24(a) => (l.cna24.is_some(), l.cna24 == Some(a)),
+            Addr::Ipv4(a) => (l.ipv4.is_some(), l.ipv4 == Some(a)),
+            Addr::Ipv6(a) => (l.ipv6.is_some(), l.ipv6 == Some(a)),
+        };
+        if add && had {
+            return Err(refuse(
+                EEXIST,
+                c"the device already has an address of this type (delete it first)",
+                Some(Field::Addr),
+            ));
+        }
+        if !add && !slot_same {
+            return Err(refuse(EADDRNOTAVAIL, c"the device has no such address", Some(Field::Addr)));
+        }
+        match addr {
+            Addr::Cna16(a) => l.cna16 = add.then_some(a),
+            Addr::Cna24(a) => l.cna24 = add.then_some(a & 0xff_ffff),
+            Addr::Ipv4(a) => l.ipv4 = add.then_some(a),
+            Addr::Ipv6(a) => l.ipv6 = add.then_some(a),
+        }
+        st.ep.set_local(l).map_err(|e| match e {
+            ConfigError::Npi => refuse(EINVAL, c"the NPI is invalid for the IP format (ubctl npi)", Some(Field::Addr)),
+            _ => refuse(EBUSY, c"a live channel uses this address", Some(Field::Addr)),
+        })
+    }
+
+    /// Sets the NPI mode and value.
+    pub(crate) fn set_npi(&self, mode: NpiMode, npi: u32) -> Result<(), Refusal> {
+        let mut st = self.state.lock();
+        st.ep
+            .set_npi(mode, Npi::from_raw(npi))
+            .map_err(|_| refuse(EINVAL, c"partition ID 0 is not a valid NPI (UB spec 5.3.3.1)", Some(Field::Npi)))
+    }
+
+    /// Adds a route.
+    pub(crate) fn add_route(&self, r: &RouteSnapshot) -> Result<(), Refusal> {
+        let (prefix, width) = r.dst.key();
+        if r.prefix_len > width {
+            return Err(refuse(EINVAL, c"prefix length above the address width", Some(Field::PrefixLen)));
+        }
+        let all = u64::MAX >> (64 - self.ports.clamp(1, 64));
+        if r.ports == 0 || r.ports & !all != 0 {
+            return Err(refuse(EINVAL, c"ports must name at least one port of the device and no other", Some(Field::Ports)));
+        }
+        let drop_bits = u32::from(width - r.prefix_len);
+        let prefix = prefix.checked_shr(drop_bits).unwrap_or(0).checked_shl(drop_bits).unwrap_or(0);
+        let entry = RouteEntry {
+            prefix,
+            prefix_len: r.prefix_len,
+            width,
+            ports: r.ports,
+            shortest: 0,
+        };
+        let mut st = self.state.lock();
+        st.ep
+            .add_route_spraying(entry, r.per_packet)
+            .map_err(|_| refuse(ENOSPC, c"routing table full", None))
+    }
+
+    /// Removes a route.
+    pub(crate) fn del_route(&self, dst: Addr, prefix_len: u8) -> Result<(), Refusal> {
+        let (prefix, width) = dst.key();
+        if prefix_len > width {
+            return Err(refuse(EINVAL, c"prefix length above the address width", Some(Field::PrefixLen)));
+        }
+        let drop_bits = u32::from(width - prefix_len);
+        let prefix = prefix.checked_shr(drop_bits).unwrap_or(0).checked_shl(drop_bits).unwrap_or(0);
+        let mut st = self.state.lock();
+        if st.ep.remove_route(prefix, prefix_len, width) {
+            Ok(())
+        } else {
+            Err(refuse(ESRCH, c"no such route", Some(Field::Dst)))
+        }
+    }
+
+    /// Route `i` for a dump.
+    pub(crate) fn route(&self, i: u32) -> Option<RouteSnapshot> {
+        let st = self.state.lock();
+        let (r, per_packet) = st.ep.route_at(usize::try_from(i).ok()?)?;
+        let dst = match r.width {
+            16 => Addr::Cna16(u16::try_from(r.prefix).ok()?),
+            24 => Addr::Cna24(u32::try_from(r.prefix).ok()?),
+            32 => Addr::Ipv4(u32::try_from(r.prefix).ok()?.to_be_bytes()),
+            _ => Addr::Ipv6(r.prefix.to_be_bytes()),
+        };
+        Some(RouteSnapshot {
+            dev_index: self.index,
+            dst,
+            prefix_len: r.prefix_len,
+            ports: r.ports,
+            per_packet,
+        })
+    }
+}
+
+impl NetState {
+    /// Answers the echo requests and matches the replies of one burst.
+    fn process_inbox(
+        &mut self,
+        inbox: &Inbox,
+        now: u64,
+        dev: u32,
+        notify: &mut [Option<(ReplyTo, EchoReply)>; ECHO_BATCH],
+    ) {
+        self.echo_dropped += inbox.dropped + inbox.corrupt;
+        for &(slot, to) in inbox.answers.iter().flatten() {
+            let len = self.dgrams.bufs.get(slot).map(|b| b.len).unwrap_or(0);
+            match self.ep.send_datagram(
+                DatagramKind::Utp,
+                to,
+                slot as u64,
+                u32::try_from(len).unwrap_or(u32::MAX),
+            ) {
+                Ok(()) => self.echo_requests += 1,
+                Err(_) => {
+                    self.dgrams.release(slot as u64);
+                    self.echo_dropped += 1;
+                }
+            }
+        }
+        for &(echo, len, from, port) in inbox.replies.iter().flatten() {
+            let found = self.pending.iter_mut().find(|p| {
+                p.is_some_and(|p| p.id == echo.id && p.seq == echo.seq && p.size == len)
+            });
+            let Some(p) = found.and_then(Option::take) else {
+                // Late, duplicated or not ours.
+                self.echo_dropped += 1;
+                continue;
+            };
+            self.echo_replies += 1;
+            if let Some(n) = notify.iter_mut().find(|n| n.is_none()) {
+                *n = Some((
+                    p.reply_to,
+                    EchoReply {
+                        dev_index: dev,
+                        id: echo.id,
+                        seq: echo.seq,
+                        size: len,
+                        rtt_ns: now.saturating_sub(echo.stamp),
+                        src: from,
+                        port: u32::from(port),
+                    },
+                ));
+            }
+        }
+    }
+
+    /// Step 1 and 2 of the endpoint's call order: drain its events, then
+    /// queue every packet it can send while every port has room.
+    fn flush(&mut self, now: u64) {
+        while let Some(ev) = self.ep.poll_event() {
+            if let Event::DatagramSent { token } = ev {
+                self.dgrams.release(token);
+            }
+        }
+        let mut kicked = 0u64;
+        while self.ports.iter().all(|p| p.tx_room()) {
+            let t = match self.ep.poll_transmit(now, &mut self.tx_buf[..], &mut self.dgrams) {
+                Ok(Some(t)) => t,
+                _ => break,
+            };
+            let bytes = self.tx_buf.get(..t.len).unwrap_or(&[]);
+            if let Some(port) = self.ports.get(usize::from(t.port)) {
+                // A port whose link just went down drops it: the endpoint
+                // leaves it out of routes from the next round on.
+                let _ = port.queue_tx(t.meta.class.cfg(), t.meta.rt.bits(), t.sl, bytes);
+                kicked |= 1u64.checked_shl(u32::from(t.port)).unwrap_or(0);
+            }
+            while let Some(ev) = self.ep.poll_event() {
+                if let Event::DatagramSent { token } = ev {
+                    self.dgrams.release(token);
+                }
+            }
+        }
+        for (i, port) in self.ports.iter().enumerate() {
+            if kicked & 1u64.checked_shl(i as u32).unwrap_or(0) != 0 {
+                port.kick();
+            }
+        }
+    }
+
+    fn arm_timer(&mut self, net: &Arc<Net>, now: u64) {
+        drop(self.timer.take());
+        if let Some(t) = self.ep.poll_timeout() {
+            let delay = t.saturating_sub(now).max(10_000);
+            self.timer = Some(
+                net.clone()
+                    .start(Delta::from_nanos(i64::try_from(delay).unwrap_or(i64::MAX))),
+            );
+        }
+    }
+}
+
+impl WorkItem for Net {
+    type Pointer = Arc<Net>;
+
+    fn run(this: Arc<Net>) {
+        this.run();
+    }
+}
+
+impl HrTimerCallback for Net {
+    type Pointer<'a> = Arc<Net>;
+
+    fn run(this: ArcBorrow<'_, Net>, _ctx: HrTimerCallbackContext<'_, Self>) -> HrTimerRestart {
+        // Hard IRQ context: only queue the work.
+        let net: Arc<Net> = this.into();
+        net.kick();
+        HrTimerRestart::NoRestart
+    }
+}

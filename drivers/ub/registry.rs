@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Every bound controller's network layer, by device index: what the
+//! netlink family reads and changes.
+//!
+//! Locking: one global mutex over the list, held only to find a device
+//! (its `Arc` is cloned and the lock released before the device's own
+//! locks are taken): lock order registry → endpoint → port.
+//!
+//! Device indices are handed out in bind order and never reused while the
+//! module is loaded, so an index seen in a dump never names another device
+//! later.
+
+// Until the netlink family is merged, part of this is unused.
+#![allow(dead_code)]
+
+use kernel::{prelude::*, sync::Arc};
+
+use crate::host::Addr;
+use crate::proto::net::npi::NpiMode;
+use crate::ub_net::Net;
+use crate::snapshot::{
+    DevSnapshot, EchoRequest, Field, PortSettings, PortSnapshot, Refusal, ReplyTo, RouteSnapshot,
+};
+
+/// The registered devices and the next index to hand out.
+pub(crate) struct Devices {
+    list: KVec<Arc<Net>>,
+    next: u32,
+}
+
+kernel::sync::global_lock! {
+    // SAFETY: `init` is called once from module init, before the PCI
+    // driver (the first user) is registered.
+    unsafe(uninit) static DEVICES: Mutex<Devices> = Devices { list: KVec::new(), next: 0 };
+}
+
+/// Prepares the registry.
+///
+/// # Safety
+///
+/// Called once per module load, before any other function of this module.
+pub(crate) unsafe fn init() {
+    // SAFETY: By the function's safety requirement.
+    unsafe { DEVICES.init() };
+}
+
+/// Reserves the next device index.
+pub(crate) fn next_index() -> u32 {
+    let mut d = DEVICES.lock();
+    let i = d.next;
+    d.next = d.next.wrapping_add(1);
+    i
+}
+
+/// Makes `net` visible to netlink.
+pub(crate) fn add(net: Arc<Net>) -> Result {
+    DEVICES.lock().list.push(net, GFP_KERNEL)?;
+    Ok(())
+}
+
+/// Removes device `index` (unbind).
+pub(crate) fn remove(index: u32) {
+    let removed = {
+        let mut d = DEVICES.lock();
+        match d.list.iter().position(|n| n.index() == index) {
+            Some(i) => d.list.remove(i).ok(),
+            None => None,
+        }
+    };
+    // The reference is dropped outside the lock.
+    drop(removed);
+}
+
+fn no_dev() -> Refusal {
+    Refusal {
+        errno: ENODEV,
+        msg: c"no UB device with this index",
+        field: Some(Field::DevIndex),
+    }
+}
+
+fn find(index: u32) -> Result<Arc<Net>, Refusal> {
+    let d = DEVICES.lock();
+    d.list
+        .iter()
+        .find(|n| n.index() == index)
+        .cloned()
+        .ok_or_else(no_dev)
+}
+
+/// Device `index`.
+pub(crate) fn dev_get(index: u32) -> Result<DevSnapshot, Refusal> {
+    Ok(find(index)?.snapshot())
+}
+
+/// The smallest device index at or above `from`.
+pub(crate) fn dev_next(from: u32) -> Option<u32> {
+    let d = DEVICES.lock();
+    d.list.iter().map(|n| n.index()).filter(|&i| i >= from).min()
+}
+
+/// Ports of device `dev`.
+pub(crate) fn port_count(dev: u32) -> Result<u32, Refusal> {
+    Ok(find(dev)?.snapshot().ports)
+}
+
+fn port_of(dev: u32, port: u32) -> Result<Arc<crate::port::Port>, Refusal> {
+    find(dev)?.port(port).ok_or(Refusal {
+        errno: ENOENT,
+        msg: c"the device has no port with this index",
+        field: Some(Field::PortIndex),
+    })
+}
+
+/// Port `port` of device `dev`.
+pub(crate) fn port_get(dev: u32, port: u32) -> Result<PortSnapshot, Refusal> {
+    port_of(dev, port)?.snapshot().map_err(|e| Refusal {
+        errno: e,
+        msg: c"the port is going away",
+        field: None,
+    })
+}
+
+/// Changes port `port` of device `dev`.
+pub(crate) fn port_set(dev: u32, port: u32, set: &PortSettings) -> Result<(), Refusal> {
+    let bad = |msg, field| Refusal {
+        errno: EINVAL,
+        msg,
+        field: Some(field),
+    };
+    if set.num_retry_threshold == Some(0) {
+        return Err(bad(c"NUM_RETRY_THRESHOLD must be at least 1", Field::NumRetryThreshold));
+    }
+    if set.num_phy_reinit_threshold == Some(0) {
+        return Err(bad(
+            c"NUM_PHY_REINIT_THRESHOLD must be at least 1",
+            Field::NumPhyReinitThreshold,
+        ));
+    }
+    port_of(dev, port)?.apply(set).map_err(|e| Refusal {
+        errno: e,
+        msg: c"the port could not apply the change",
+        field: None,
+    })
+}
+
+/// Adds a local address.
+pub(crate) fn addr_add(dev: u32, addr: Addr) -> Result<(), Refusal> {
+    find(dev)?.set_addr(addr, true)
+}
+
+/// Removes a local address.
+pub(crate) fn addr_del(dev: u32, addr: Addr) -> Result<(), Refusal> {
+    find(dev)?.set_addr(addr, false)
+}
+
+/// Adds a route.
+pub(crate) fn route_add(r: &RouteSnapshot) -> Result<(), Refusal> {
+    find(r.dev_index)?.add_route(r)
+}
+
+/// Removes a route.
+pub(crate) fn route_del(dev: u32, dst: Addr, prefix_len: u8) -> Result<(), Refusal> {
+    find(dev)?.del_route(dst, prefix_len)
+}
+
+/// Route `i` of device `dev`.
+pub(crate) fn route_get(dev: u32, i: u32) -> Option<RouteSnapshot> {
+    find(dev).ok()?.route(i)
+}
+
+/// Sets the NPI.
+pub(crate) fn npi_set(dev: u32, mode: NpiMode, npi: u32) -> Result<(), Refusal> {
+    find(dev)?.set_npi(mode, npi)
+}
+
+/// Sends an echo request.
+pub(crate) fn echo(req: &EchoRequest, to: ReplyTo) -> Result<(), Refusal> {
+    find(req.dev_index)?.echo(req, to)
+}
