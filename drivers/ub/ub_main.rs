@@ -18,6 +18,9 @@ pub use proto::*;
 
 mod controller_pci;
 pub mod kernel_crc;
+mod netlink;
+mod registry;
+mod snapshot;
 // The driver uses part of the register table so far; the rest is there for
 // the data path.
 #[allow(dead_code)]
@@ -34,12 +37,21 @@ module! {
 /// The loaded module. Owns every UB object; dropping it tears them down.
 ///
 /// Fields drop in declaration order: the PCI driver is unregistered (every
-/// controller unbound) before the debugfs root goes.
+/// controller unbound) before the netlink family and the debugfs root go.
+///
+/// The "ub" netlink family is registered before the PCI driver and
+/// unregistered after it: the driver core (its work items) calls
+/// `netlink::notify_port` and `netlink::echo_reply`, so the family outlives
+/// every caller. Dumps never see half a device whatever the order: the
+/// registry shows a device only once it is set up and hides it before it is
+/// torn down.
 #[pin_data(PinnedDrop)]
 struct UbModule {
     /// The PCI driver of the UB controller (`controller_pci.rs`).
     #[pin]
     _pci: controller_pci::Registration,
+    /// The "ub" generic netlink family (`netlink.rs`).
+    _genl: netlink::Registration,
     /// `/sys/kernel/debug/ub`, the parent of the controllers' directories.
     _debugfs: controller_pci::DebugfsRoot,
 }
@@ -50,8 +62,12 @@ impl kernel::InPlaceModule for UbModule {
         // SAFETY: Module init runs once, and this is before the PCI driver
         // (the only other user of the debugfs root) is registered.
         let debugfs = unsafe { controller_pci::DebugfsRoot::new() };
+        // SAFETY: Module init runs once, before the netlink family (the
+        // registry's user) is registered.
+        unsafe { registry::init() };
         try_pin_init!(Self {
             _debugfs: debugfs,
+            _genl: netlink::Registration::new()?,
             _pci <- kernel::driver::Registration::new(<Self as kernel::ModuleMetadata>::NAME, module),
         })
     }
