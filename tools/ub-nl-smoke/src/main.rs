@@ -15,6 +15,7 @@ use std::process::ExitCode;
 const UB_CMD_DEV_GET: u8 = 1;
 const UB_CMD_PORT_GET: u8 = 2;
 const UB_CMD_PORT_SET: u8 = 3;
+const UB_CMD_PORT_CHANGE_NTF: u8 = 4;
 const UB_CMD_ADDR_ADD: u8 = 5;
 const UB_CMD_ADDR_DEL: u8 = 6;
 const UB_CMD_ECHO: u8 = 11;
@@ -31,6 +32,9 @@ const UB_A_PORT_DEV_INDEX: u16 = 1;
 const UB_A_PORT_INDEX: u16 = 2;
 const UB_A_PORT_ADMIN_UP: u16 = 3;
 const UB_A_PORT_PHY_UP: u16 = 4;
+const UB_A_PORT_EVENT: u16 = 25;
+const UB_PORT_EVENT_LINK_UP: u32 = 0;
+const UB_PORT_EVENT_LINK_DOWN: u32 = 1;
 const UB_A_ECHO_DEV_INDEX: u16 = 1;
 const UB_A_ECHO_DST: u16 = 2;
 const UB_A_ECHO_ID: u16 = 3;
@@ -40,6 +44,9 @@ const GENL_ID_CTRL: u16 = 0x10;
 const CTRL_CMD_GETFAMILY: u8 = 3;
 const CTRL_ATTR_FAMILY_ID: u16 = 1;
 const CTRL_ATTR_FAMILY_NAME: u16 = 2;
+const CTRL_ATTR_MCAST_GROUPS: u16 = 7;
+const CTRL_ATTR_MCAST_GRP_NAME: u16 = 1;
+const CTRL_ATTR_MCAST_GRP_ID: u16 = 2;
 const NLMSG_ERROR: u16 = 2;
 const NLMSG_DONE: u16 = 3;
 const NLM_F_REQUEST: u16 = 1;
@@ -147,6 +154,22 @@ impl Sock {
         if r < 0 {
             bail!("NETLINK_EXT_ACK: {}", std::io::Error::last_os_error());
         }
+        // Bind (port ID chosen by the kernel): an unbound socket has port
+        // ID 0, which is also the sender of notifications, and netlink
+        // skips the sender's port ID when it delivers a multicast.
+        // SAFETY: A zeroed sockaddr_nl with its family set is valid.
+        let r = unsafe {
+            let mut sa: libc::sockaddr_nl = std::mem::zeroed();
+            sa.nl_family = libc::AF_NETLINK as u16;
+            libc::bind(
+                fd,
+                (&sa as *const libc::sockaddr_nl).cast(),
+                std::mem::size_of::<libc::sockaddr_nl>() as u32,
+            )
+        };
+        if r < 0 {
+            bail!("bind: {}", std::io::Error::last_os_error());
+        }
         Ok(Self { fd, seq: 1 })
     }
 
@@ -243,7 +266,8 @@ impl Sock {
         self.outcome(seq)
     }
 
-    fn family(&mut self, name: &str) -> Result<u16> {
+    /// The family's id and the id of its multicast group `group`.
+    fn family(&mut self, name: &str, group: &str) -> Result<(u16, Option<u32>)> {
         let mut n = name.as_bytes().to_vec();
         n.push(0);
         let o = self.request(
@@ -257,9 +281,65 @@ impl Sock {
         }
         let m = o.msgs.first().context("no family reply")?;
         let id = attr(m.genl().1, CTRL_ATTR_FAMILY_ID).context("no family id")?;
-        Ok(u16::from_ne_bytes(
-            id.get(0..2).context("short id")?.try_into()?,
-        ))
+        let id = u16::from_ne_bytes(id.get(0..2).context("short id")?.try_into()?);
+        let mut grp = group.as_bytes().to_vec();
+        grp.push(0);
+        let grp_id = attr(m.genl().1, CTRL_ATTR_MCAST_GROUPS).and_then(|groups| {
+            attrs(groups)
+                .find(|(_, g)| attr(g, CTRL_ATTR_MCAST_GRP_NAME) == Some(&grp[..]))
+                .and_then(|(_, g)| attr(g, CTRL_ATTR_MCAST_GRP_ID).and_then(u32_of))
+        });
+        Ok((id, grp_id))
+    }
+
+    /// Joins multicast group `group`; receives time out after 3 s.
+    fn subscribe(&mut self, group: u32) -> Result<()> {
+        // SAFETY: `group` is a valid u32 for the option's size.
+        let r = unsafe {
+            libc::setsockopt(
+                self.fd,
+                libc::SOL_NETLINK,
+                libc::NETLINK_ADD_MEMBERSHIP,
+                (&group as *const u32).cast(),
+                4,
+            )
+        };
+        if r < 0 {
+            bail!(
+                "NETLINK_ADD_MEMBERSHIP: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        let tv = libc::timeval {
+            tv_sec: 3,
+            tv_usec: 0,
+        };
+        // SAFETY: `tv` is a valid timeval for the option's size.
+        let r = unsafe {
+            libc::setsockopt(
+                self.fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&tv as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as u32,
+            )
+        };
+        if r < 0 {
+            bail!("SO_RCVTIMEO: {}", std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// The next notification (generic netlink command and attributes).
+    fn next_event(&mut self) -> Result<(u8, Vec<u8>)> {
+        let mut buf = vec![0u8; 65536];
+        // SAFETY: `buf` is writable for its length.
+        let n = unsafe { libc::recv(self.fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n < 20 {
+            bail!("no notification: {}", std::io::Error::last_os_error());
+        }
+        let len = (u32_of(&buf).context("short")? as usize).min(n as usize);
+        Ok((buf[16], buf.get(20..len).unwrap_or(&[]).to_vec()))
     }
 }
 
@@ -326,11 +406,14 @@ fn ipv4(a: [u8; 4]) -> Attrs {
 
 fn run(t: &mut Ktap) -> Result<()> {
     let mut s = Sock::new()?;
-    let fam = s
-        .family("ub")
+    let (fam, monitor) = s
+        .family("ub", "monitor")
         .context("resolving the ub family through nlctrl")?;
-    println!("# family ub has id {fam}");
-    t.check("family ub resolved", Ok(()));
+    println!("# family ub has id {fam}, group monitor {monitor:?}");
+    t.check(
+        "family ub resolved, with its monitor group",
+        monitor.map(|_| ()).context("no monitor group"),
+    );
 
     t.check(
         "dev-get dump lists the stub device",
@@ -570,6 +653,31 @@ fn run(t: &mut Ktap) -> Result<()> {
             let o = s.request(fam, NLM_F_ACK, UB_CMD_ADDR_DEL, &add)?;
             if o.errno != 0 {
                 bail!("addr-del: errno {}", o.errno);
+            }
+            Ok(())
+        })(),
+    );
+    t.check(
+        "port-set admin down/up: port-change-ntf link-down/link-up on monitor",
+        (|| {
+            let mut mon = Sock::new()?;
+            mon.subscribe(monitor.context("no monitor group")?)?;
+            for (up, event) in [(0u8, UB_PORT_EVENT_LINK_DOWN), (1, UB_PORT_EVENT_LINK_UP)] {
+                let a = Attrs::default()
+                    .u32(UB_A_PORT_DEV_INDEX, 0)
+                    .u32(UB_A_PORT_INDEX, 1)
+                    .u8(UB_A_PORT_ADMIN_UP, up);
+                let o = s.request(fam, NLM_F_ACK, UB_CMD_PORT_SET, &a)?;
+                if o.errno != 0 {
+                    bail!("port-set: errno {} {:?}", o.errno, o.ext_msg);
+                }
+                let (cmd, a) = mon.next_event()?;
+                let got = attr(&a, UB_A_PORT_EVENT).and_then(u32_of);
+                let port = attr(&a, UB_A_PORT_INDEX).and_then(u32_of);
+                println!("# monitor: cmd {cmd} port {port:?} event {got:?}");
+                if cmd != UB_CMD_PORT_CHANGE_NTF || got != Some(event) || port != Some(1) {
+                    bail!("expected event {event} on port 1");
+                }
             }
             Ok(())
         })(),
