@@ -772,11 +772,25 @@ unsafe fn reply(
     cmd: u32,
     fill: impl FnOnce(&mut Writer) -> Result,
 ) -> Result {
-    let skb = OwnedSkb::new()?;
-    let mut w = skb.writer();
-    // SAFETY: `skb` is ours; `info` is valid (caller's contract).
-    let hdr = unsafe { ub_nl_put_reply(skb.0.as_ptr(), info, cmd as u8) };
-    w.message(hdr, fill)?;
+    let build = || -> Result<OwnedSkb> {
+        let skb = OwnedSkb::new()?;
+        let mut w = skb.writer();
+        // SAFETY: `skb` is ours; `info` is valid (caller's contract).
+        let hdr = unsafe { ub_nl_put_reply(skb.0.as_ptr(), info, cmd as u8) };
+        w.message(hdr, fill)?;
+        Ok(skb)
+    };
+    let skb = build().inspect_err(|_| {
+        // SAFETY: `info` is valid; its extack is null or valid; the
+        // message is static.
+        unsafe {
+            ub_nl_set_err(
+                (*info).extack,
+                c"no memory for the reply".as_ptr().cast(),
+                core::ptr::null(),
+            )
+        }
+    })?;
     // SAFETY: The helper consumes the skb; `info` is valid.
     to_result(unsafe { ub_nl_reply(skb.into_raw(), info) })
 }
@@ -1040,6 +1054,57 @@ unsafe extern "C" fn ub_nl_echo_doit(
 
 // ---- Dumps ----
 
+/// What a dump finds at one (device, item) position.
+enum Step<T> {
+    /// An entry to put into the dump.
+    Put(T),
+    /// Nothing here (e.g. gone since it was counted): go on.
+    Skip,
+    /// Past the device's last item.
+    End,
+}
+
+/// Walks the devices (the `filter`'s one, or each from `dev_next`) and
+/// their items from `cursor` (`[device, item]`), handing each entry to
+/// `put`. When `put` fails (the skb is full), returns its error with the
+/// cursor on that entry, so the next call of the dump starts with it.
+fn walk<T>(
+    cursor: &mut [u32; 2],
+    filter: Option<u32>,
+    dev_next: impl Fn(u32) -> Option<u32>,
+    mut get: impl FnMut(u32, u32) -> Step<T>,
+    mut put: impl FnMut(&T) -> Result,
+) -> Result {
+    loop {
+        let dev = match filter {
+            Some(f) if cursor[0] <= f => f,
+            Some(_) => return Ok(()),
+            None => match dev_next(cursor[0]) {
+                Some(dev) => dev,
+                None => return Ok(()),
+            },
+        };
+        if dev != cursor[0] {
+            *cursor = [dev, 0];
+        }
+        loop {
+            match get(dev, cursor[1]) {
+                Step::Put(entry) => put(&entry)?,
+                Step::Skip => {}
+                Step::End => break,
+            }
+            match cursor[1].checked_add(1) {
+                Some(next) => cursor[1] = next,
+                None => break,
+            }
+        }
+        match dev.checked_add(1) {
+            Some(next) => *cursor = [next, 0],
+            None => return Ok(()),
+        }
+    }
+}
+
 /// A dump call: its request, its cursor and the skb to fill.
 struct Dump<'a> {
     req: Request<'a>,
@@ -1084,13 +1149,6 @@ impl<'a> Dump<'a> {
         })
     }
 
-    /// Writes one message of command `cmd`.
-    fn put(&mut self, cmd: u32, fill: impl FnOnce(&mut Writer) -> Result) -> Result {
-        // SAFETY: `skb` and `cb` are this dump call's.
-        let hdr = unsafe { ub_nl_put_dump(self.skb.skb.as_ptr(), self.cb, cmd as u8) };
-        self.skb.message(hdr, fill)
-    }
-
     /// The `dev-index` filter of the request, checked to exist.
     fn dev_filter(&self, ty: u32) -> Result<Option<u32>, Error> {
         match self.req.get(ty) {
@@ -1103,37 +1161,39 @@ impl<'a> Dump<'a> {
         }
     }
 
-    /// The device to visit next, from the cursor: the filter's one (once),
-    /// or the next existing device. A new device starts at item 0.
-    fn next_dev(&mut self, filter: Option<u32>) -> Option<u32> {
-        let dev = match filter {
-            Some(f) => (self.cursor[0] <= f).then_some(f)?,
-            None => registry::dev_next(self.cursor[0])?,
-        };
-        if dev != self.cursor[0] {
-            self.cursor[0] = dev;
-            self.cursor[1] = 0;
-        }
-        Some(dev)
-    }
-
-    /// Done with the cursor's device: moves past it. False if there is no
-    /// index past it.
-    fn dev_done(&mut self) -> bool {
-        self.cursor[1] = 0;
-        match self.cursor[0].checked_add(1) {
-            Some(next) => {
-                self.cursor[0] = next;
-                true
-            }
-            None => false,
-        }
+    /// Walks the devices and their items from the cursor (see [`walk`]),
+    /// putting one message of command `cmd` per entry, written by `fill`.
+    fn run<T>(
+        &mut self,
+        cmd: u32,
+        filter: Option<u32>,
+        get: impl FnMut(u32, u32) -> Step<T>,
+        fill: impl Fn(&mut Writer, &T) -> Result,
+    ) -> Result {
+        let (skb, cb) = (&mut self.skb, self.cb);
+        walk(self.cursor, filter, registry::dev_next, get, |entry| {
+            // SAFETY: `skb` and `cb` are this dump call's.
+            let hdr = unsafe { ub_nl_put_dump(skb.skb.as_ptr(), cb, cmd as u8) };
+            skb.message(hdr, |w| fill(w, entry))
+        })
     }
 }
 
 /// The result C expects from a dumpit: 0 at the end, `-EMSGSIZE` when the
 /// skb is full (netlink calls again), another error otherwise.
-fn dump_result(r: Result) -> c_int {
+///
+/// `-EMSGSIZE` reaches user space only if one entry does not fit an empty
+/// skb: the message says so then (netlink drops a call's extended ACK when
+/// it continues the dump).
+fn dump_result(d: &Dump<'_>, r: Result) -> c_int {
+    if let Err(e) = r {
+        if e.to_errno() == EMSGSIZE.to_errno() {
+            d.req.refuse(&Refusal::general(
+                EMSGSIZE,
+                c"a dump entry does not fit the receive buffer",
+            ));
+        }
+    }
     errno_of(r)
 }
 
@@ -1151,18 +1211,14 @@ unsafe extern "C" fn ub_nl_dev_get_dumpit(
     let Some(mut d) = (unsafe { Dump::new(skb, cb, AttrSet::Dev) }) else {
         return EINVAL.to_errno();
     };
-    dump_result((|| {
-        while let Some(dev) = d.next_dev(None) {
-            // A device that went away since dev_next is skipped.
-            if let Ok(snap) = registry::dev_get(dev) {
-                d.put(uapi::UB_CMD_DEV_GET, |w| fill_dev(w, &snap))?;
-            }
-            if !d.dev_done() {
-                break;
-            }
-        }
-        Ok(())
-    })())
+    // One entry per device; one that went away since dev_next is skipped.
+    let get = |dev, i| match (i, registry::dev_get(dev)) {
+        (0, Ok(snap)) => Step::Put(snap),
+        (0, Err(_)) => Step::Skip,
+        _ => Step::End,
+    };
+    let r = d.run(uapi::UB_CMD_DEV_GET, None, get, fill_dev);
+    dump_result(&d, r)
 }
 
 /// `port-get` dump: the ports of every device, or of `dev-index`.
@@ -1179,22 +1235,19 @@ unsafe extern "C" fn ub_nl_port_get_dumpit(
     let Some(mut d) = (unsafe { Dump::new(skb, cb, AttrSet::Port) }) else {
         return EINVAL.to_errno();
     };
-    dump_result((|| {
-        let filter = d.dev_filter(uapi::UB_A_PORT_DEV_INDEX)?;
-        while let Some(dev) = d.next_dev(filter) {
-            let count = registry::port_count(dev).unwrap_or(0);
-            while d.cursor[1] < count {
-                if let Ok(port) = registry::port_get(dev, d.cursor[1]) {
-                    d.put(uapi::UB_CMD_PORT_GET, |w| fill_port(w, &port, None))?;
-                }
-                d.cursor[1] += 1;
+    let r = d.dev_filter(uapi::UB_A_PORT_DEV_INDEX).and_then(|filter| {
+        let get = |dev, port| {
+            if port >= registry::port_count(dev).unwrap_or(0) {
+                Step::End
+            } else {
+                registry::port_get(dev, port).map_or(Step::Skip, Step::Put)
             }
-            if !d.dev_done() {
-                break;
-            }
-        }
-        Ok(())
-    })())
+        };
+        d.run(uapi::UB_CMD_PORT_GET, filter, get, |w, p| {
+            fill_port(w, p, None)
+        })
+    });
+    dump_result(&d, r)
 }
 
 /// `route-get` dump: the routes of every device, or of `dev-index`.
@@ -1211,19 +1264,11 @@ unsafe extern "C" fn ub_nl_route_get_dumpit(
     let Some(mut d) = (unsafe { Dump::new(skb, cb, AttrSet::Route) }) else {
         return EINVAL.to_errno();
     };
-    dump_result((|| {
-        let filter = d.dev_filter(uapi::UB_A_ROUTE_DEV_INDEX)?;
-        while let Some(dev) = d.next_dev(filter) {
-            while let Some(route) = registry::route_get(dev, d.cursor[1]) {
-                d.put(uapi::UB_CMD_ROUTE_GET, |w| fill_route(w, &route))?;
-                d.cursor[1] = d.cursor[1].saturating_add(1);
-            }
-            if !d.dev_done() {
-                break;
-            }
-        }
-        Ok(())
-    })())
+    let r = d.dev_filter(uapi::UB_A_ROUTE_DEV_INDEX).and_then(|filter| {
+        let get = |dev, i| registry::route_get(dev, i).map_or(Step::End, Step::Put);
+        d.run(uapi::UB_CMD_ROUTE_GET, filter, get, fill_route)
+    });
+    dump_result(&d, r)
 }
 
 // ---- Registration and outgoing messages ----
@@ -1370,8 +1415,7 @@ mod tests {
             (Refusal::no_device(), AttrSet::Route),
             (Refusal::no_device(), AttrSet::Echo),
         ] {
-            let f = r.field.expect("refusal names a field");
-            assert!(field_attr(set, f).is_some());
+            assert!(r.field.and_then(|f| field_attr(set, f)).is_some());
             assert_eq!(r.errno.to_errno(), ENODEV.to_errno());
             assert!(!r.msg.to_bytes().is_empty());
         }
@@ -1432,10 +1476,10 @@ mod tests {
             ),
             (parts(7), c"unknown address type"),
         ] {
-            let r = addr_from_parts(&p, Field::Addr).err().expect("refused");
-            assert_eq!(r.field, Some(Field::Addr));
-            assert_eq!(r.msg, msg);
-            assert_eq!(r.errno.to_errno(), EINVAL.to_errno());
+            let r = addr_from_parts(&p, Field::Addr).err();
+            assert_eq!(r.map(|r| r.field), Some(Some(Field::Addr)));
+            assert_eq!(r.map(|r| r.msg), Some(msg));
+            assert_eq!(r.map(|r| r.errno.to_errno()), Some(EINVAL.to_errno()));
         }
     }
 
@@ -1446,12 +1490,11 @@ mod tests {
         assert_eq!(check_prefix(&Addr::Ipv4([0; 4]), 0).ok(), Some(0));
         assert_eq!(check_prefix(&Addr::Ipv6([0; 16]), 0).ok(), Some(0));
         assert_eq!(check_prefix(&Addr::Ipv6([0xff; 16]), 128).ok(), Some(128));
-        let r = check_prefix(&v4, 8).err().expect("host bits set");
-        assert_eq!(r.field, Some(Field::Dst));
-        let r = check_prefix(&v4, 33).err().expect("too long");
-        assert_eq!(r.field, Some(Field::PrefixLen));
-        let r = check_prefix(&Addr::Cna16(1), 17).err().expect("too long");
-        assert_eq!(r.field, Some(Field::PrefixLen));
+        let field = |a: &Addr, len| check_prefix(a, len).err().and_then(|r| r.field);
+        assert_eq!(field(&v4, 8), Some(Field::Dst));
+        assert_eq!(field(&v4, 33), Some(Field::PrefixLen));
+        assert_eq!(field(&Addr::Cna16(1), 17), Some(Field::PrefixLen));
+        assert_eq!(field(&Addr::Ipv6([0; 16]), 129), Some(Field::PrefixLen));
     }
 
     #[test]
@@ -1472,6 +1515,53 @@ mod tests {
         ] {
             assert_eq!(npi_from(mode, npi).err().and_then(|r| r.field), Some(field));
         }
+    }
+
+    /// A dump over devices 0 (3 items, the middle one gone), 4 (2 items)
+    /// and 9 (none), in calls whose skb holds `room` entries: resumed
+    /// from the cursor, it visits every entry once, in order.
+    /// `None` if it does not end within 20 calls.
+    fn dump_in_calls(room: usize, filter: Option<u32>) -> Option<KVec<(u32, u32)>> {
+        let devs = [(0u32, 3u32), (4, 2), (9, 0)];
+        let dev_next = |from: u32| devs.iter().map(|d| d.0).find(|d| *d >= from);
+        let mut seen = KVec::new();
+        let mut cursor = [0u32; 2];
+        for _call in 0..20 {
+            let mut left = room;
+            let get = |dev: u32, i: u32| {
+                let count = devs.iter().find(|d| d.0 == dev).map_or(0, |d| d.1);
+                match i {
+                    i if i >= count => Step::End,
+                    1 if dev == 0 => Step::Skip,
+                    i => Step::Put((dev, i)),
+                }
+            };
+            let r = walk(&mut cursor, filter, dev_next, get, |e| {
+                if left == 0 {
+                    return Err(EMSGSIZE);
+                }
+                left -= 1;
+                seen.push(*e, GFP_KERNEL).map_err(|_| ENOMEM)
+            });
+            match r {
+                Ok(()) => return Some(seen),
+                Err(e) => assert_eq!(e.to_errno(), EMSGSIZE.to_errno()),
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn dumps_resume_where_the_skb_filled() {
+        let all = [(0, 0), (0, 2), (4, 0), (4, 1)];
+        for room in 1..=5 {
+            assert_eq!(dump_in_calls(room, None).as_deref(), Some(&all[..]));
+        }
+        assert_eq!(
+            dump_in_calls(1, Some(4)).as_deref(),
+            Some(&[(4, 0), (4, 1)][..])
+        );
+        assert_eq!(dump_in_calls(2, Some(9)).as_deref(), Some(&[][..]));
     }
 
     /// The uapi enums follow the protocol core's states one to one.
