@@ -1,38 +1,44 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Plain values exchanged between the driver core and the netlink family:
-//! what a dump shows and what a request asks. No locks, no references into
-//! live objects: the core fills them under its locks, netlink encodes them
-//! after.
-
-// Until the netlink family is merged, part of this is unused.
-#![allow(dead_code)]
-
-use kernel::prelude::*;
+//! What netlink reads from and hands to the driver core ([`crate::registry`]):
+//! plain copies, no locks, no references into the core.
+//!
+//! A snapshot is taken by the core under its own locks and returned by
+//! value, so a netlink handler never holds a driver lock while it builds or
+//! sends a message (and a slow reader cannot stall a port). Everything a
+//! handler refuses, the core refuses, or user space asked for in a wrong
+//! way, comes back as a [`Refusal`] that names the attribute at fault.
 
 use crate::host::{Addr, NetCounters};
 use crate::link::ctrl::Negotiated;
-use crate::link::engine::{Counters, RetryReqState};
-use crate::link::DllState;
-use crate::proto::net::npi::NpiMode;
+use crate::link::engine::{Counters, DllState, RetryReqState};
+use crate::net::npi::NpiMode;
+use kernel::prelude::*;
 
-/// One device (`dev-get`).
+/// Bytes of [`DevSnapshot::name`] (a PCI name such as `0000:00:03.0` is 12).
+pub(crate) const NAME_LEN: usize = 32;
+/// Local addresses of one device: at most one per [`Addr`] format.
+pub(crate) const MAX_ADDRS: usize = 4;
+/// VLs of one port (UB spec 4.6).
+pub(crate) const MAX_VLS: usize = 16;
+
+/// One device (controller) as the `dev-get` reply shows it.
 #[derive(Clone, Copy)]
 pub(crate) struct DevSnapshot {
-    /// Device index.
+    /// Device index, stable while the device is bound.
     pub(crate) index: u32,
-    /// PCI name, `name_len` bytes.
-    pub(crate) name: [u8; 32],
+    /// PCI device name, `name_len` bytes, no NUL.
+    pub(crate) name: [u8; NAME_LEN],
     /// Bytes of `name` in use.
     pub(crate) name_len: usize,
     /// Number of ports.
     pub(crate) ports: u32,
-    /// Register interface version.
+    /// Register interface version (major in 31:16).
     pub(crate) version: u32,
-    /// Local addresses: 16-bit CNA, 24-bit CNA, IPv4, IPv6.
-    pub(crate) addrs: [Option<Addr>; 4],
-    /// Partition enforcement.
+    /// Local addresses; `None` slots are unused.
+    pub(crate) addrs: [Option<Addr>; MAX_ADDRS],
+    /// Partition enforcement mode.
     pub(crate) npi_mode: NpiMode,
-    /// NPI.
+    /// The NPI (25-bit wire value) configured with `npi-set`.
     pub(crate) npi: u32,
     /// Network layer counters.
     pub(crate) net: NetCounters,
@@ -42,151 +48,292 @@ pub(crate) struct DevSnapshot {
     pub(crate) echo_replies: u64,
 }
 
-/// Credits of one VL.
+impl DevSnapshot {
+    /// The name bytes in use (all of `name` if `name_len` is too large).
+    pub(crate) fn name(&self) -> &[u8] {
+        self.name.get(..self.name_len).unwrap_or(&self.name)
+    }
+}
+
+/// Credits of one VL of a port.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct VlSnapshot {
-    /// Cells this port may still send.
+    /// Cells this port may still send on the VL.
     pub(crate) tx_credits: u32,
-    /// Cells owed to the peer.
+    /// Cells this port owes the peer (not yet returned).
     pub(crate) rx_owed: u32,
-    /// Cells granted to the peer at init.
+    /// Initial credit of the VL (cells).
     pub(crate) initial: u32,
 }
 
-/// What the driver refused from the device on a port.
+/// What the driver refused from the device on one port, and how it
+/// recovered (the spec's `dev-stats`; everything the device writes is
+/// untrusted).
 #[derive(Clone, Copy, Default)]
 pub(crate) struct DevCounters {
-    /// Ring head outside the ring.
+    /// Ring head index outside the ring or the in-flight window.
     pub(crate) bad_head: u64,
     /// `done_len` above the posted length or not whole flits.
     pub(crate) bad_len: u64,
-    /// Unknown status bits or DONE clear.
+    /// Unknown status bits or a completion without DONE.
     pub(crate) bad_status: u64,
-    /// Head moved back (slots completed twice).
+    /// A descriptor completed twice (head moved back).
     pub(crate) double_completion: u64,
-    /// Interrupts without a cause.
+    /// Interrupts with no cause, or past the rate limit.
     pub(crate) irq_storm: u64,
-    /// Flits the link could not frame.
+    /// Flits the link layer could not frame.
     pub(crate) garbage_flits: u64,
     /// TX descriptors the device failed.
     pub(crate) tx_desc_errors: u64,
     /// RX descriptors the device failed.
     pub(crate) rx_desc_errors: u64,
-    /// Flits reported lost before a buffer.
+    /// Flits the device reported lost before a buffer.
     pub(crate) rx_lost_flits: u64,
-    /// Ring resets.
+    /// Times the driver reset the port's rings.
     pub(crate) ring_resets: u64,
-    /// MSI-X messages taken.
+    /// MSI-X messages taken on the port's vector.
     pub(crate) interrupts: u64,
 }
 
-/// One port (`port-get`).
+/// One port as the `port-get` reply and the `port-change-ntf` show it.
 #[derive(Clone, Copy)]
 pub(crate) struct PortSnapshot {
+    /// Index of the port's device.
     pub(crate) dev_index: u32,
+    /// Port number on its device.
     pub(crate) index: u32,
+    /// Administrative state.
     pub(crate) admin_up: bool,
+    /// PHY LinkUp.
     pub(crate) phy_up: bool,
+    /// Lanes of the PHY.
     pub(crate) lanes: u32,
+    /// Rate of one lane.
     pub(crate) lane_rate_mbps: u32,
+    /// Data link layer state.
     pub(crate) dll: DllState,
+    /// RETRY_REQ_SM state.
     pub(crate) retry: RetryReqState,
+    /// NUM_RETRY.
     pub(crate) num_retry: u8,
+    /// NUM_RETRY_THRESHOLD.
     pub(crate) num_retry_threshold: u8,
+    /// NUM_PHY_REINIT_THRESHOLD.
     pub(crate) num_phy_reinit_threshold: u8,
+    /// Send in credit sharing mode when the peer allows it.
     pub(crate) want_sharing: bool,
+    /// The Init Block negotiation result, once the link got that far.
     pub(crate) negotiated: Option<Negotiated>,
+    /// This port's retry buffer depth (blocks).
     pub(crate) retry_buf_depth: u32,
-    pub(crate) vls: [VlSnapshot; 16],
+    /// Credits per VL; the first `vl_count` are in use.
+    pub(crate) vls: [VlSnapshot; MAX_VLS],
+    /// VLs in use in `vls`.
     pub(crate) vl_count: u8,
+    /// Link engine counters.
     pub(crate) link: Counters,
+    /// Times the link went down.
     pub(crate) link_downs: u64,
+    /// What the driver refused from the device.
     pub(crate) dev: DevCounters,
 }
 
-/// `port-set`: unset fields stay.
-#[derive(Clone, Copy, Default)]
+impl PortSnapshot {
+    /// The VLs in use.
+    pub(crate) fn vls(&self) -> &[VlSnapshot] {
+        self.vls
+            .get(..usize::from(self.vl_count))
+            .unwrap_or(&self.vls)
+    }
+}
+
+/// A `port-set` request: `None` leaves a setting as it is.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
 pub(crate) struct PortSettings {
+    /// Administrative state.
     pub(crate) admin_up: Option<bool>,
+    /// NUM_RETRY_THRESHOLD (at least 1).
     pub(crate) num_retry_threshold: Option<u8>,
+    /// NUM_PHY_REINIT_THRESHOLD (at least 1).
     pub(crate) num_phy_reinit_threshold: Option<u8>,
+    /// Credit sharing wish (takes effect at the next Init Block exchange).
     pub(crate) want_sharing: Option<bool>,
 }
 
-/// One route.
-#[derive(Clone, Copy)]
+impl PortSettings {
+    /// Whether the request changes nothing.
+    pub(crate) fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// One route of a device.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct RouteSnapshot {
+    /// Index of the route's device.
     pub(crate) dev_index: u32,
+    /// Destination prefix (host bits beyond `prefix_len` are zero).
     pub(crate) dst: Addr,
+    /// Prefix length in bits (at most the address width).
     pub(crate) prefix_len: u8,
+    /// Ports of the equal-cost set (bit n = port n).
     pub(crate) ports: u64,
+    /// Spread packets (true) or flows (false) over the ports.
     pub(crate) per_packet: bool,
 }
 
 /// An `echo` request.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct EchoRequest {
+    /// Device to send from.
     pub(crate) dev_index: u32,
+    /// Destination (an IP address: echo rides on UTP).
     pub(crate) dst: Addr,
+    /// Chosen by the requester; echoed back.
     pub(crate) id: u32,
+    /// Sequence number; echoed back.
     pub(crate) seq: u32,
+    /// Payload bytes.
     pub(crate) size: u32,
 }
 
-/// An echo reply for the requester.
-#[derive(Clone, Copy)]
+/// An echo reply, for [`crate::netlink::echo_reply`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct EchoReply {
+    /// Device the reply arrived on.
     pub(crate) dev_index: u32,
+    /// The request's id.
     pub(crate) id: u32,
+    /// The request's sequence number.
     pub(crate) seq: u32,
+    /// Payload bytes.
     pub(crate) size: u32,
+    /// Round-trip time measured by the kernel.
     pub(crate) rtt_ns: u64,
+    /// The address that answered.
     pub(crate) src: Addr,
+    /// The port the reply arrived on.
     pub(crate) port: u32,
 }
 
-/// Where an echo reply goes: the requesting socket's port ID (in the
-/// initial network namespace).
-#[derive(Clone, Copy)]
+/// Where an echo reply goes: the netlink socket (port ID) that sent the
+/// request, in the initial network namespace.
+///
+/// Plain data, safe to keep after the handler returned and to drop
+/// anywhere: it holds no reference. The `echo` handler refuses requests
+/// from other network namespaces, so the init net (which never goes away)
+/// is the only namespace a reply is sent in. If the socket has closed by
+/// the time the reply comes, the unicast fails and the reply is dropped; a
+/// new socket that got the same port ID meanwhile receives an `echo-reply`
+/// it did not ask for (as with any netlink unicast to a port ID), which it
+/// tells apart by `id`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct ReplyTo {
+    /// Netlink port ID of the requesting socket (in the init net).
     pub(crate) portid: u32,
 }
 
-/// Why a port notification is sent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Why a `port-change-ntf` was sent (the spec's `port-event`).
+// The driver core sends every kind; the registry stub only link up/down.
+#[allow(dead_code)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum PortEvent {
+    /// The link reached DLL_Normal.
     LinkUp,
+    /// The link went down.
     LinkDown,
+    /// The link is retraining.
     Retrain,
+    /// The driver stopped the port (device misbehaviour it could not
+    /// recover from).
     Stopped,
+    /// The driver recovered the port (rings reset).
     Recovered,
+    /// The device did something the driver refused (counted in `dev-stats`).
     DeviceError,
 }
 
-/// The request attribute a refusal points at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A request attribute, independent of the attribute set that carries it.
+///
+/// [`crate::netlink`] maps it to the attribute of the operation's set so
+/// that the extended ACK points at the attribute at fault.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Field {
+    /// The device index.
     DevIndex,
+    /// The port index.
     PortIndex,
+    /// `admin-up`.
     AdminUp,
+    /// `num-retry-threshold`.
     NumRetryThreshold,
+    /// `num-phy-reinit-threshold`.
     NumPhyReinitThreshold,
+    /// `want-sharing`.
     WantSharing,
+    /// A local address (`addr` of `addr-add`/`addr-del`).
     Addr,
+    /// A destination (`dst` of routes and echo).
     Dst,
+    /// `prefix-len`.
     PrefixLen,
+    /// `ports` of a route.
     Ports,
+    /// `load-balance` of a route.
     LoadBalance,
+    /// `npi-mode`.
     NpiMode,
+    /// `npi`.
     Npi,
+    /// `size` of an echo request.
     Size,
 }
 
-/// A refused request: the errno, the extended ACK message, and the
-/// attribute at fault.
-#[derive(Clone, Copy)]
+/// Why a request was refused. Nothing has changed when one is returned.
+///
+/// `msg` goes into the extended ACK (netlink keeps the pointer, hence
+/// `'static`); `field`, when set, makes the extended ACK point at that
+/// attribute of the request.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Refusal {
-    pub(crate) errno: Error,
+    /// The error the request fails with.
+    pub(crate) errno: kernel::error::Error,
+    /// Human-readable reason.
     pub(crate) msg: &'static CStr,
+    /// The attribute at fault, if one is.
     pub(crate) field: Option<Field>,
+}
+
+impl Refusal {
+    /// A refusal caused by the attribute `field`.
+    pub(crate) const fn of(field: Field, errno: kernel::error::Error, msg: &'static CStr) -> Self {
+        Self {
+            errno,
+            msg,
+            field: Some(field),
+        }
+    }
+
+    /// A refusal not caused by any one attribute.
+    pub(crate) const fn general(errno: kernel::error::Error, msg: &'static CStr) -> Self {
+        Self {
+            errno,
+            msg,
+            field: None,
+        }
+    }
+
+    /// No device with that index.
+    pub(crate) const fn no_device() -> Self {
+        Self::of(Field::DevIndex, ENODEV, c"no UB device with this index")
+    }
+
+    /// No port with that index on the device.
+    pub(crate) const fn no_port() -> Self {
+        Self::of(
+            Field::PortIndex,
+            ENODEV,
+            c"no port with this index on the device",
+        )
+    }
 }

@@ -43,12 +43,21 @@ module! {
 /// The loaded module. Owns every UB object; dropping it tears them down.
 ///
 /// Fields drop in declaration order: the PCI driver is unregistered (every
-/// controller unbound) before the debugfs root goes.
+/// controller unbound) before the netlink family and the debugfs root go.
+///
+/// The "ub" netlink family is registered before the PCI driver and
+/// unregistered after it: the driver core (its work items) calls
+/// `netlink::notify_port` and `netlink::echo_reply`, so the family outlives
+/// every caller. Dumps never see half a device whatever the order: the
+/// registry shows a device only once it is set up and hides it before it is
+/// torn down.
 #[pin_data(PinnedDrop)]
 struct UbModule {
     /// The PCI driver of the UB controller (`pci.rs`).
     #[pin]
     _pci: pci::Registration,
+    /// The "ub" generic netlink family (`netlink.rs`).
+    _genl: netlink::Registration,
     /// `/sys/kernel/debug/ub`, the parent of the controllers' directories.
     _debugfs: pci::DebugfsRoot,
 }
@@ -63,6 +72,7 @@ impl kernel::InPlaceModule for UbModule {
         unsafe { registry::init() };
         try_pin_init!(Self {
             _debugfs: debugfs,
+            _genl: netlink::Registration::new()?,
             _pci <- kernel::driver::Registration::new(<Self as kernel::ModuleMetadata>::NAME, module),
         })
     }

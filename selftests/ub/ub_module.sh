@@ -10,7 +10,7 @@ DIR=$(dirname "$0")
 
 MODULE=${UB_MODULE:-/lib/modules/ub.ko}
 # Every KUnit suite ub.ko carries; each must have run and passed.
-SUITES="ub_proto_crc ub_proto_link"
+SUITES="ub_proto_crc ub_proto_link ub_netlink"
 KUNIT_DEBUGFS=/sys/kernel/debug/kunit
 
 ktap_print_header
