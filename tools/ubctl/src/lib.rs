@@ -13,6 +13,7 @@ pub mod addr;
 pub mod attr;
 pub mod cli;
 pub mod nl;
+pub mod nlcheck;
 pub mod ping;
 pub mod reply;
 pub mod request;
