@@ -264,10 +264,7 @@ fn stats(c: &mut Conn, dev: Option<&DevArg>, out: &Out) -> Result<ExitCode> {
                 reply::dev_text(&d.only(&["index", "name", "net-stats"]))
             );
             for p in &ports {
-                println!(
-                    "{}",
-                    reply::port_text(&p.only(&["dev-index", "index", "link-stats", "dev-stats"]))
-                );
+                println!("{}", reply::port_counters_text(p));
             }
         }
     }

@@ -114,6 +114,20 @@ pub fn port_text(o: &Obj) -> String {
     s
 }
 
+/// `stats`: a port's counters under `0/1:`.
+pub fn port_counters_text(o: &Obj) -> String {
+    let mut s = format!(
+        "{}/{}:",
+        o.uint("dev-index")
+            .map_or_else(|| "?".to_string(), |i| i.to_string()),
+        o.uint("index")
+            .map_or_else(|| "?".to_string(), |i| i.to_string())
+    );
+    counters("link-stats", o.get("link-stats"), &mut s);
+    counters("dev-stats", o.get("dev-stats"), &mut s);
+    s
+}
+
 /// `route show`: `dev 0 10.0.0.0/24 ports 0,1 per-flow`.
 pub fn route_text(o: &Obj) -> String {
     let dst = match o.get("dst") {
