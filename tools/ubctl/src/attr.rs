@@ -366,6 +366,7 @@ pub fn decode_set(set: &'static Set, attrs: &[RawAttr]) -> Result<Obj, DecodeErr
         };
         let p = a.payload.as_slice();
         let v = match def.ty {
+            Ty::Pad => continue, // alignment filler
             Ty::U8 => Val::U(u64::from(exact::<1>(set, def.name, p, "1 (u8)")?[0])),
             Ty::U32 => Val::U(u64::from(u32::from_ne_bytes(exact::<4>(
                 set, def.name, p, "4 (u32)",

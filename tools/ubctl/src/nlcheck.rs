@@ -424,10 +424,10 @@ pub fn privileged_cases(t: &Target) -> Vec<Case> {
             bad("route.load-balance"),
         ),
         case(
-            "npi-set npi 0x1000000",
+            "npi-set npi 0x2000000",
             req(
                 cmd::NPI_SET,
-                vec![Attr::u32(dev::INDEX, d), Attr::u32(dev::NPI, 0x0100_0000)],
+                vec![Attr::u32(dev::INDEX, d), Attr::u32(dev::NPI, 0x0200_0000)],
             ),
             bad("dev.npi"),
         ),

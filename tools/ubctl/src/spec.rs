@@ -30,6 +30,8 @@ pub enum Ty {
     Binary,
     /// `string` (NUL-terminated)
     String,
+    /// `pad`: alignment filler for u64s (`nla_put_u64_64bit`), never a value
+    Pad,
     /// `u32` with `enum:` naming its values
     Enum(&'static EnumDef),
     /// `binary` with `display-hint: ipv4` and `exact-len: 4`
@@ -51,6 +53,7 @@ impl Ty {
             Ty::U64 => "u64",
             Ty::Binary | Ty::Ipv4 | Ty::Ipv6 => "binary",
             Ty::String => "string",
+            Ty::Pad => "pad",
             Ty::Nest(_) | Ty::MultiNest(_) => "nest",
         }
     }
@@ -145,6 +148,7 @@ attr_set!(
         RETRAINS = 16, "retrains", Ty::U64;
         CREDIT_STALLS = 17, "credit-stalls", Ty::U64;
         LINK_DOWNS = 18, "link-downs", Ty::U64;
+        PAD = 19, "pad", Ty::Pad;
     }
 );
 
@@ -162,6 +166,7 @@ attr_set!(
         RX_LOST_FLITS = 9, "rx-lost-flits", Ty::U64;
         RING_RESETS = 10, "ring-resets", Ty::U64;
         INTERRUPTS = 11, "interrupts", Ty::U64;
+        PAD = 12, "pad", Ty::Pad;
     }
 );
 
@@ -178,6 +183,7 @@ attr_set!(
         UNKNOWN_CHANNEL = 8, "unknown-channel", Ty::U64;
         ECHO_REQUESTS = 9, "echo-requests", Ty::U64;
         ECHO_REPLIES = 10, "echo-replies", Ty::U64;
+        PAD = 11, "pad", Ty::Pad;
     }
 );
 
@@ -234,6 +240,7 @@ attr_set!(
         PREFIX_LEN = 3, "prefix-len", Ty::U32;
         PORTS = 4, "ports", Ty::U64;
         LOAD_BALANCE = 5, "load-balance", Ty::Enum(&LOAD_BALANCE);
+        PAD = 6, "pad", Ty::Pad;
     }
 );
 
@@ -248,6 +255,7 @@ attr_set!(
         RTT_NS = 6, "rtt-ns", Ty::U64;
         SRC = 7, "src", Ty::Nest(&ADDR);
         PORT = 8, "port", Ty::U32;
+        PAD = 9, "pad", Ty::Pad;
     }
 );
 
@@ -300,7 +308,7 @@ pub static DLL_STATE: EnumDef = EnumDef {
 /// `retry-req-state`
 pub static RETRY_REQ_STATE: EnumDef = EnumDef {
     name: "retry-req-state",
-    entries: &["normal", "req", "wait", "error"],
+    entries: &["normal", "req", "wait", "retrain", "error"],
 };
 /// `addr-type`
 pub static ADDR_TYPE: EnumDef = EnumDef {

@@ -227,3 +227,94 @@ fn cli_limits_are_the_spec_checks() {
     assert_eq!(check("port", "num-phy-reinit-threshold", "min"), Some(1));
     assert_eq!(check("route", "prefix-len", "max"), Some(128));
 }
+
+/// `NAME -> value` of every enumerator in a C header (C's rules: from 0 in
+/// each enum, `= N` resets, `= OTHER_NAME` refers back).
+fn c_enums(text: &str) -> std::collections::HashMap<String, i64> {
+    let mut out = std::collections::HashMap::new();
+    let mut in_enum = false;
+    let mut next = 0i64;
+    for line in text.lines() {
+        let l = line.trim();
+        if l.starts_with("enum") && l.ends_with('{') {
+            in_enum = true;
+            next = 0;
+            continue;
+        }
+        if in_enum && l.starts_with('}') {
+            in_enum = false;
+            continue;
+        }
+        if !in_enum || l.is_empty() || l.starts_with("/*") || l.starts_with('*') {
+            continue;
+        }
+        let item = l.trim_end_matches(',');
+        let (name, val) = match item.split_once('=') {
+            Some((n, v)) => {
+                let v = v.trim();
+                let parsed = v
+                    .strip_prefix("0x")
+                    .map_or_else(|| v.parse().ok(), |h| i64::from_str_radix(h, 16).ok())
+                    .or_else(|| {
+                        out.get(
+                            v.trim_start_matches('(')
+                                .split_whitespace()
+                                .next()
+                                .unwrap_or(""),
+                        )
+                        .copied()
+                    });
+                (n.trim(), parsed.unwrap_or(next))
+            }
+            None => (item, next),
+        };
+        out.insert(name.to_string(), val);
+        next = val + 1;
+    }
+    out
+}
+
+fn c_name(parts: &[&str]) -> String {
+    parts
+        .iter()
+        .map(|p| p.to_uppercase().replace('-', "_"))
+        .collect::<Vec<_>>()
+        .join("_")
+}
+
+/// When the kernel side has generated the uapi header (wip/nl:
+/// `include/uapi/linux/ub_netlink.h`), ubctl's numbers must be the
+/// generator's too: a second tie, to YNL's own output.
+#[test]
+fn spec_tables_match_the_generated_uapi_header() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../include/uapi/linux/ub_netlink.h"
+    );
+    let Ok(text) = std::fs::read_to_string(path) else {
+        eprintln!("{path} not generated yet: only the YAML is checked");
+        return;
+    };
+    let e = c_enums(&text);
+    let mut checked = 0;
+    for set in spec::SETS {
+        for a in set.attrs {
+            let n = c_name(&["ub-a", set.name, a.name]);
+            assert_eq!(e.get(&n).copied(), Some(i64::from(a.id)), "{n}");
+            checked += 1;
+        }
+    }
+    for op in spec::OPS {
+        let n = c_name(&["ub-cmd", op.name]);
+        assert_eq!(e.get(&n).copied(), Some(i64::from(op.cmd)), "{n}");
+        checked += 1;
+    }
+    for en in spec::ENUMS {
+        for (i, entry) in en.entries.iter().enumerate() {
+            let n = c_name(&["ub", en.name, entry]);
+            assert_eq!(e.get(&n).copied(), Some(i as i64), "{n}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 100, "{checked}");
+}
