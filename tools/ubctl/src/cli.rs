@@ -16,6 +16,9 @@ use crate::spec::load_balance;
 pub const PORT_MAX: u32 = 63;
 /// Largest echo payload (`echo.size` `checks: max`).
 pub const ECHO_SIZE_MAX: u32 = 4096;
+/// Largest NPI (`dev.npi` `checks: max`: 24-bit partition, bit 24 low
+/// privilege).
+pub const NPI_MAX: u32 = 0x01ff_ffff;
 
 /// Configure and inspect UnifiedBus controllers driven by ub.ko.
 #[derive(Debug, Parser)]
@@ -145,6 +148,12 @@ pub enum Object {
         #[command(subcommand)]
         cmd: RouteCmd,
     },
+    /// Partition enforcement (NPI) of a device.
+    Npi {
+        /// What to do.
+        #[command(subcommand)]
+        cmd: NpiCmd,
+    },
     /// Send echo requests over UTP and summarise the replies.
     Ping(PingArgs),
     /// Print port events (link up/down, retrain, errors) as they happen.
@@ -254,6 +263,20 @@ pub enum RouteCmd {
     },
 }
 
+/// `npi` commands.
+#[derive(Debug, Subcommand)]
+pub enum NpiCmd {
+    /// Set a device's NPI mode and NPI: DEV [mode strict|loose] [npi N].
+    Set {
+        /// Device index or PCI name.
+        #[arg(value_parser = parse_dev)]
+        dev: DevArg,
+        /// Settings, iproute2 style.
+        #[arg(num_args = 1.., required = true, value_name = "SETTING")]
+        settings: Vec<String>,
+    },
+}
+
 /// `ping` options.
 #[derive(Debug, Args)]
 pub struct PingArgs {
@@ -314,6 +337,45 @@ pub fn parse_port_settings(args: &[String]) -> Result<PortChanges, String> {
         return Err("nothing to change".to_string());
     }
     Ok(c)
+}
+
+/// `npi set`'s settings: the mode (`npi-mode` value) and the NPI.
+pub fn parse_npi_settings(args: &[String]) -> Result<(Option<u32>, Option<u32>), String> {
+    let mut mode = None;
+    let mut npi = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "mode" => {
+                let m = it.next().ok_or("mode needs strict or loose")?;
+                mode = Some(
+                    crate::spec::NPI_MODE
+                        .value_of(m)
+                        .ok_or_else(|| format!("mode '{m}': expected strict or loose"))?,
+                );
+            }
+            "npi" => {
+                let v = it.next().ok_or("npi needs a value")?;
+                let n = match v.strip_prefix("0x") {
+                    Some(h) => u32::from_str_radix(h, 16).ok(),
+                    None => v.parse().ok(),
+                };
+                match n {
+                    Some(n) if n <= NPI_MAX => npi = Some(n),
+                    _ => return Err(format!("npi '{v}' out of range (0-{NPI_MAX:#x})")),
+                }
+            }
+            other => {
+                return Err(format!(
+                    "unknown setting '{other}' (mode strict|loose, npi N)"
+                ))
+            }
+        }
+    }
+    if mode.is_none() && npi.is_none() {
+        return Err("nothing to change".to_string());
+    }
+    Ok((mode, npi))
 }
 
 /// `route add`'s options: the port mask and the load balancing.
@@ -397,6 +459,7 @@ mod tests {
             ],
             &["monitor", "-c", "1"],
             &["stats", "0"],
+            &["npi", "set", "0", "mode", "loose", "npi", "0x10"],
             &["completion", "bash"],
         ] {
             if let Err(e) = parse(a) {

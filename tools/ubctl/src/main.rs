@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::Value as Json;
 
 use ubctl::attr::{addr_text, decode_set, Obj, Val};
-use ubctl::cli::{self, AddrCmd, Cli, DevArg, DevCmd, Object, PingArgs, PortCmd, RouteCmd};
+use ubctl::cli::{self, AddrCmd, Cli, DevArg, DevCmd, NpiCmd, Object, PingArgs, PortCmd, RouteCmd};
 use ubctl::nl::{Conn, Error as NlError, Incoming, INTERRUPTED};
 use ubctl::ping::{Pinger, Reply};
 use ubctl::reply::{self, decode_all, filter_stats};
@@ -78,6 +78,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Object::Route {
             cmd: RouteCmd::Add { options, .. },
         } => Some(cli::parse_route_options(options).unwrap_or_else(|e| usage_error(e))),
+        _ => None,
+    };
+    let npi_opts = match &cli.object {
+        Object::Npi {
+            cmd: NpiCmd::Set { settings, .. },
+        } => Some(cli::parse_npi_settings(settings).unwrap_or_else(|e| usage_error(e))),
         _ => None,
     };
     let mut c = Conn::open()?;
@@ -193,6 +199,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     println!("{}", reply::route_text(r));
                 }
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Object::Npi {
+            cmd: NpiCmd::Set { dev, .. },
+        } => {
+            let d = dev_index(&mut c, &dev)?;
+            let (mode, npi) = npi_opts.unwrap_or((None, None));
+            c.transact(&request::npi_set(d, mode, npi))?;
             Ok(ExitCode::SUCCESS)
         }
         Object::Stats { dev } => stats(&mut c, dev.as_ref(), &out),

@@ -157,3 +157,19 @@ pub fn echo(dev_index: u32, dst: Address, id: u32, seq: u32, size: u32) -> Reque
         ],
     }
 }
+
+/// `npi-set`: the mode and/or the NPI of a device.
+pub fn npi_set(dev_index: u32, mode: Option<u32>, npi: Option<u32>) -> Request {
+    let mut attrs = vec![Attr::u32(dev::INDEX, dev_index)];
+    if let Some(m) = mode {
+        attrs.push(Attr::u32(dev::NPI_MODE, m));
+    }
+    if let Some(n) = npi {
+        attrs.push(Attr::u32(dev::NPI, n));
+    }
+    Request {
+        cmd: cmd::NPI_SET,
+        dump: false,
+        attrs,
+    }
+}

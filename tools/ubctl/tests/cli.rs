@@ -43,6 +43,11 @@ fn usage_errors_exit_2_with_a_clear_message() {
         ),
         (&["ping", "-s", "5000", "10.0.0.2"], "5000"),
         (&["link", "show"], "unrecognized subcommand 'link'"),
+        (&["npi", "set", "0", "npi", "0x2000000"], "out of range"),
+        (
+            &["npi", "set", "0", "mode", "lax"],
+            "expected strict or loose",
+        ),
     ] {
         let (code, _, err) = ubctl(args);
         assert_eq!(code, 2, "{args:?}: {err}");

@@ -226,6 +226,10 @@ fn cli_limits_are_the_spec_checks() {
     assert_eq!(check("port", "num-retry-threshold", "min"), Some(1));
     assert_eq!(check("port", "num-phy-reinit-threshold", "min"), Some(1));
     assert_eq!(check("route", "prefix-len", "max"), Some(128));
+    assert_eq!(
+        check("dev", "npi", "max"),
+        Some(u64::from(ubctl::cli::NPI_MAX))
+    );
 }
 
 /// `NAME -> value` of every enumerator in a C header (C's rules: from 0 in
