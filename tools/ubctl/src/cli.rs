@@ -111,6 +111,15 @@ pub fn parse_port_id(s: &str) -> Result<PortSel, String> {
     Ok(p)
 }
 
+fn parse_ip_dst(s: &str) -> Result<Address, String> {
+    match s.parse::<Address>()? {
+        a @ (Address::V4(_) | Address::V6(_)) => Ok(a),
+        _ => Err(format!(
+            "'{s}': echo rides on UTP, its destination is an IPv4 or IPv6 address"
+        )),
+    }
+}
+
 fn parse_secs(s: &str) -> Result<Duration, String> {
     let v: f64 = s
         .parse()
@@ -266,7 +275,8 @@ pub enum RouteCmd {
 /// `npi` commands.
 #[derive(Debug, Subcommand)]
 pub enum NpiCmd {
-    /// Set a device's NPI mode and NPI: DEV [mode strict|loose] [npi N].
+    /// Set a device's NPI mode and NPI: DEV [mode strict|loose] [npi N]
+    /// (a value not given keeps its current setting).
     Set {
         /// Device index or PCI name.
         #[arg(value_parser = parse_dev)]
@@ -296,7 +306,8 @@ pub struct PingArgs {
     /// Send from this device (default: the first).
     #[arg(short = 'I', long, value_parser = parse_dev)]
     pub dev: Option<DevArg>,
-    /// Destination address.
+    /// Destination: an IPv4 or IPv6 address (echo rides on UTP).
+    #[arg(value_parser = parse_ip_dst)]
     pub dst: Address,
 }
 
@@ -479,6 +490,7 @@ mod tests {
         refused(&["route", "add", "0", "10.0.0.0/33"], "longer");
         refused(&["ping", "-s", "4097", "10.0.0.2"], "4097");
         refused(&["ping", "-i", "-1", "10.0.0.2"], "");
+        refused(&["ping", "cna16:0x0100"], "IPv4 or IPv6");
         refused(&["frobnicate"], "unrecognized subcommand");
         refused(&["completion", "tcsh"], "invalid value");
         let e = parse(&["bogus"]).err().map(|e| e.kind());

@@ -205,7 +205,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             cmd: NpiCmd::Set { dev, .. },
         } => {
             let d = dev_index(&mut c, &dev)?;
-            let (mode, npi) = npi_opts.unwrap_or((None, None));
+            let (mut mode, mut npi) = npi_opts.unwrap_or((None, None));
+            // npi-set takes both; keep the current value of the one not given.
+            if mode.is_none() || npi.is_none() {
+                let cur = devices(&mut c, Some(&DevArg::Index(d)))?;
+                let cur = cur.first().ok_or_else(|| anyhow!("device {d} not found"))?;
+                let get = |k| cur.uint(k).and_then(|v| u32::try_from(v).ok());
+                mode = mode.or_else(|| get("npi-mode"));
+                npi = npi.or_else(|| get("npi"));
+            }
             c.transact(&request::npi_set(d, mode, npi))?;
             Ok(ExitCode::SUCCESS)
         }

@@ -22,8 +22,16 @@ use crate::spec::{addr, addr_type, cmd, dev, echo, port, route};
 pub enum Expect {
     /// The extended ACK's offset names this attribute (`set.attr[.inner]`).
     BadAttr(String),
-    /// The extended ACK names this attribute as missing.
-    Missing(String),
+    /// The extended ACK names this attribute as missing
+    /// (`NLMSGERR_ATTR_MISS_TYPE`, with `MISS_NEST` inside a nest). For an
+    /// attribute of a nest, pointing at the nest it is missing from
+    /// (`NLMSGERR_ATTR_OFFS`) names it too and is accepted.
+    Missing {
+        /// `set.attr` of the missing attribute.
+        attr: String,
+        /// `set.attr` path of the nest it belongs in, if any.
+        nest: Option<String>,
+    },
     /// `EPERM` (the caller has no CAP_NET_ADMIN).
     Perm,
 }
@@ -82,7 +90,17 @@ fn bad(s: &str) -> Expect {
 }
 
 fn missing(s: &str) -> Expect {
-    Expect::Missing(s.to_string())
+    Expect::Missing {
+        attr: s.to_string(),
+        nest: None,
+    }
+}
+
+fn missing_in(s: &str, nest: &str) -> Expect {
+    Expect::Missing {
+        attr: s.to_string(),
+        nest: Some(nest.to_string()),
+    }
 }
 
 fn v4nest(b: &[u8]) -> Attr {
@@ -101,6 +119,8 @@ fn v6nest(b: &[u8]) -> Attr {
 
 /// An address no test setup uses, for add/del attempts.
 pub const SPARE_CNA: u16 = 0xfffe;
+/// An IPv4 address no test setup uses (TEST-NET-2), for echo requests.
+pub const SPARE_IPV4: std::net::Ipv4Addr = std::net::Ipv4Addr::new(198, 51, 100, 254);
 
 /// The requests to send with CAP_NET_ADMIN: each malformed, or aimed at
 /// an object that does not exist.
@@ -108,6 +128,8 @@ pub fn privileged_cases(t: &Target) -> Vec<Case> {
     let (d, p) = (t.dev, t.port);
     let cna = || Attr::nest(dev::ADDR, Address::Cna16(SPARE_CNA).attrs());
     let dst = |id| Attr::nest(id, Address::Cna16(SPARE_CNA).attrs());
+    // Echo rides on UTP: its destination must be an IP address.
+    let ip_dst = |id| Attr::nest(id, Address::V4(SPARE_IPV4).attrs());
     let admin = u8::from(t.admin_up);
     let mut v = vec![
         // Missing required attributes.
@@ -151,7 +173,7 @@ pub fn privileged_cases(t: &Target) -> Vec<Case> {
                     Attr::nest(dev::ADDR, vec![Attr::u32(addr::CNA, 1)]),
                 ],
             ),
-            missing("addr.type"),
+            missing_in("addr.type", "dev.addr"),
         ),
         case(
             "route-add without route.dst",
@@ -445,7 +467,7 @@ pub fn privileged_cases(t: &Target) -> Vec<Case> {
                 cmd::ECHO,
                 vec![
                     Attr::u32(echo::DEV_INDEX, d),
-                    dst(echo::DST),
+                    ip_dst(echo::DST),
                     Attr::u32(echo::ID, 1),
                     Attr::u32(echo::SEQ, 1),
                     Attr::u32(echo::SIZE, 4097),
@@ -500,6 +522,7 @@ pub fn privileged_cases(t: &Target) -> Vec<Case> {
                     Attr::u32(route::DEV_INDEX, NO_DEV),
                     dst(route::DST),
                     Attr::u32(route::PREFIX_LEN, 16),
+                    Attr::u64(route::PORTS, 1),
                 ],
             ),
             bad("route.dev-index"),
@@ -508,7 +531,11 @@ pub fn privileged_cases(t: &Target) -> Vec<Case> {
             "npi-set unknown device",
             req(
                 cmd::NPI_SET,
-                vec![Attr::u32(dev::INDEX, NO_DEV), Attr::u32(dev::NPI, 0)],
+                vec![
+                    Attr::u32(dev::INDEX, NO_DEV),
+                    Attr::u32(dev::NPI_MODE, 0),
+                    Attr::u32(dev::NPI, 1),
+                ],
             ),
             bad("dev.index"),
         ),
@@ -518,7 +545,7 @@ pub fn privileged_cases(t: &Target) -> Vec<Case> {
                 cmd::ECHO,
                 vec![
                     Attr::u32(echo::DEV_INDEX, NO_DEV),
-                    dst(echo::DST),
+                    ip_dst(echo::DST),
                     Attr::u32(echo::ID, 1),
                     Attr::u32(echo::SEQ, 1),
                 ],
@@ -567,9 +594,12 @@ pub fn unprivileged_cases(t: &Target) -> Vec<Case> {
         ),
         perm("addr-add", crate::request::addr_change(true, d, spare)),
         perm("addr-del", crate::request::addr_change(false, d, spare)),
-        perm("route-add", crate::request::route_add(d, pfx, None, None)),
+        perm(
+            "route-add",
+            crate::request::route_add(d, pfx, Some(1), None),
+        ),
         perm("route-del", crate::request::route_del(d, pfx)),
-        perm("npi-set", req(cmd::NPI_SET, vec![Attr::u32(dev::INDEX, d)])),
+        perm("npi-set", crate::request::npi_set(d, Some(0), Some(1))),
     ]
 }
 
@@ -610,21 +640,23 @@ pub fn judge(c: &Case, answer: &Result<(), Error>) -> Result<String, String> {
                 None => Err(format!("extack names no attribute (want {want}): {said}")),
             }
         }
-        Expect::Missing(want) => {
+        Expect::Missing { attr, nest } => {
             if !has_msg {
                 return Err(format!("no extack message: {said}"));
             }
-            match err.miss_type {
-                Some(t) => {
-                    let g = c.req.name_of_type(t, err.miss_nest);
-                    if g == *want {
-                        Ok(said)
-                    } else {
-                        Err(format!("extack says {g} is missing, not {want}: {said}"))
-                    }
-                }
-                None => Err(format!(
-                    "extack names no missing attribute (want {want}): {said}"
+            if let Some(t) = err.miss_type {
+                let g = c.req.name_of_type(t, err.miss_nest);
+                return if g == *attr {
+                    Ok(said)
+                } else {
+                    Err(format!("extack says {g} is missing, not {attr}: {said}"))
+                };
+            }
+            let at = err.offset.and_then(|o| c.req.name_at(o));
+            match (nest, at) {
+                (Some(n), Some(a)) if a == *n => Ok(format!("{said} (the nest, not MISS_TYPE)")),
+                _ => Err(format!(
+                    "extack names no missing attribute (want {attr}): {said}"
                 )),
             }
         }

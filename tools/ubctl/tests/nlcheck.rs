@@ -159,8 +159,18 @@ fn every_case_encodes_and_is_malformed_where_it_says() {
                     c.name
                 );
             }
-            Expect::Missing(path) => {
-                assert!(find(c, path).is_none(), "{}: {path} is present", c.name);
+            Expect::Missing { attr, nest } => {
+                let path = match nest {
+                    Some(n) => format!(
+                        "{n}.{}",
+                        attr.split_once('.').map_or(attr.as_str(), |x| x.1)
+                    ),
+                    None => attr.clone(),
+                };
+                assert!(find(c, &path).is_none(), "{}: {path} is present", c.name);
+                if let Some(n) = nest {
+                    assert!(find(c, n).is_some(), "{}: nest {n} is absent", c.name);
+                }
             }
             Expect::Perm => panic!("{}: a privileged case expecting EPERM", c.name),
         }
@@ -270,6 +280,20 @@ fn the_judge_wants_message_and_the_right_attribute() {
     assert!(judge(&miss, &answer(&miss, e.clone())).is_ok());
     e.miss_nest = None; // then it would be dev.<type 1> = dev.index
     assert!(judge(&miss, &answer(&miss, e)).is_err());
+    // Pointing at the nest it is missing from names it as well...
+    let mut e = kerr(22, Some("address without its type attribute"));
+    e.offset = nest_off;
+    assert!(judge(&miss, &answer(&miss, e.clone())).is_ok());
+    // ...but not at some other attribute.
+    e.offset = offset_of(&miss.req, "dev.index");
+    assert!(judge(&miss, &answer(&miss, e)).is_err());
+    // A top-level missing attribute needs MISS_TYPE.
+    let Some(top) = by("route-add without route.dst") else {
+        panic!("case missing")
+    };
+    let mut e = kerr(22, Some("Missing attribute"));
+    e.offset = offset_of(&top.req, "route.dev-index");
+    assert!(judge(&top, &answer(&top, e)).is_err());
 
     let perm = &unprivileged_cases(&T)[0];
     assert!(judge(perm, &answer(perm, kerr(1, None))).is_ok_and(|d| d.contains("GENL_ADMIN_PERM")));
