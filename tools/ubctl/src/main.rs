@@ -304,6 +304,12 @@ fn monitor(c: &mut Conn, count: Option<u64>, out: &Out) -> Result<ExitCode> {
         let msgs = match c.recv(None) {
             Ok(m) => m,
             Err(NlError::Interrupted) => break,
+            // The socket's buffer overflowed: events were lost, but the
+            // group still delivers; say so and go on.
+            Err(NlError::Io(e)) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                eprintln!("ubctl: monitor: events lost (socket buffer full)");
+                continue;
+            }
             Err(e) => return Err(e.into()),
         };
         if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
