@@ -47,6 +47,10 @@ refused() {
 	[ "$rc" -eq "$want" ] && echo "$out" | grep -q -- "$pat"
 }
 t_dev_json() { shows '"ports":2' -j dev show 0; }
+t_dev_name() {
+	name=$("$UBCTL" -j dev show 0 | sed -n 's/.*"name":"\([^"]*\)".*/\1/p')
+	[ -n "$name" ] && shows '"index":0' -j dev show "$name" && shows "^0/1:" port show "$name/1"
+}
 t_port_json() { shows '"dll-state":"normal"' -j port show 0/1; }
 t_port_stats() { shows '"link-stats"' -j -s port show 0/1; }
 t_addr() {
@@ -79,9 +83,10 @@ t_monitor() {
 t_ping() { shows '3 packets transmitted, 3 received, 0% packet loss' ping -c 3 -i 0.2 -I 0 10.0.0.2; }
 t_stats() { shows '"echo-requests"' -j stats 0; }
 
-ktap_set_plan 16
+ktap_set_plan 17
 ktap_test_result "insmod ub.ko" insmod "$MODULE"
 ktap_test_result "dev show -j" t_dev_json
+ktap_test_result "a device by its name" t_dev_name
 ktap_test_result "port show -j" t_port_json
 ktap_test_result "port show -j -s has the counters" t_port_stats
 ktap_test_result "addr add/show/del" t_addr
