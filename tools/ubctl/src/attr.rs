@@ -19,7 +19,7 @@ use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 use thiserror::Error;
 
-use crate::spec::{self, Set, Ty};
+use crate::spec::{Set, Ty};
 
 /// Bits of `nla_type` that are flags, not the type (`NLA_F_NESTED`,
 /// `NLA_F_NET_BYTEORDER`).
@@ -487,9 +487,4 @@ impl fmt::Display for Val {
             }
         }
     }
-}
-
-/// Names of the spec's sets, for messages.
-pub fn set_of_cmd(cmd: u8) -> Option<&'static Set> {
-    spec::op(cmd).map(|o| o.set)
 }

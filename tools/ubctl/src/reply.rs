@@ -6,7 +6,7 @@
 //! picks the fields each command shows and lays them out iproute2-style.
 
 use crate::attr::{addr_text, decode_set, DecodeError, Obj, RawAttr, Val};
-use crate::spec::{self, Set};
+use crate::spec::Set;
 
 /// Decode every reply of a request as members of `set`.
 pub fn decode_all(set: &'static Set, replies: &[Vec<RawAttr>]) -> Result<Vec<Obj>, DecodeError> {
@@ -174,9 +174,4 @@ pub fn event_text(o: &Obj) -> String {
     )
     .trim_end()
     .to_string()
-}
-
-/// The set of the operation `cmd`, for decoding events.
-pub fn set_of(cmd: u8) -> Option<&'static Set> {
-    spec::op(cmd).map(|o| o.set)
 }
