@@ -85,9 +85,9 @@ build_module() { # OUTDIR KDIR [make args]
 # GUEST_BINS to the matching scripts/mkinitramfs arguments.
 build_guest_bins() {
 	RUSTFLAGS="-C target-feature=+crt-static" \
-		cargo build --release --locked -q -p ub-proto-check -p ub-nl-smoke --target x86_64-unknown-linux-gnu
-	GUEST_BINS=(--bin "$UB_ROOT/target/x86_64-unknown-linux-gnu/release/ub-proto-check"
-		--bin "$UB_ROOT/target/x86_64-unknown-linux-gnu/release/ub-nl-smoke")
+		cargo build --release --locked -q -p ub-proto-check -p ub-nl-smoke -p ubctl --target x86_64-unknown-linux-gnu
+	local rel=$UB_ROOT/target/x86_64-unknown-linux-gnu/release
+	GUEST_BINS=(--bin "$rel/ub-proto-check" --bin "$rel/ub-nl-smoke" --bin "$rel/ubctl" --bin "$rel/ub-nlcheck")
 }
 
 # What every guest of ub.ko must show: its KUnit suites and the selftests

@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Typed views of the kernel's replies and their text form.
+//!
+//! Replies decode into [`Obj`]s keyed by the spec's attribute names (so the
+//! JSON keys are the spec's names, stable by construction); this module
+//! picks the fields each command shows and lays them out iproute2-style.
+
+use crate::attr::{addr_text, decode_set, DecodeError, Obj, RawAttr, Val};
+use crate::spec::Set;
+
+/// Decode every reply of a request as members of `set`.
+pub fn decode_all(set: &'static Set, replies: &[Vec<RawAttr>]) -> Result<Vec<Obj>, DecodeError> {
+    replies.iter().map(|r| decode_set(set, r)).collect()
+}
+
+/// Nests holding counters: shown only with `-s`.
+pub const STATS_KEYS: &[&str] = &["net-stats", "link-stats", "dev-stats"];
+
+/// Drop the counters unless `stats`.
+pub fn filter_stats(o: &Obj, stats: bool) -> Obj {
+    if stats {
+        o.clone()
+    } else {
+        o.without(STATS_KEYS)
+    }
+}
+
+fn flag(v: Option<u64>) -> &'static str {
+    match v {
+        Some(0) => "down",
+        Some(_) => "up",
+        None => "?",
+    }
+}
+
+fn kv(o: &Obj, skip: &[&str]) -> String {
+    let mut parts = Vec::new();
+    for (k, v) in &o.0 {
+        if skip.contains(k) || matches!(v, Val::Obj(_) | Val::List(_)) {
+            continue;
+        }
+        parts.push(format!("{k} {v}"));
+    }
+    parts.join(" ")
+}
+
+fn counters(name: &str, v: Option<&Val>, out: &mut String) {
+    if let Some(Val::Obj(c)) = v {
+        out.push_str(&format!("\n    {name}:"));
+        for (k, n) in &c.0 {
+            out.push_str(&format!(" {k} {n}"));
+        }
+    }
+}
+
+/// `dev show`: `0: 0000:00:03.0 ports 2 version 0x00010000 npi-mode strict npi 0`
+/// then the addresses.
+pub fn dev_text(o: &Obj) -> String {
+    let mut s = format!(
+        "{}: {}",
+        o.uint("index")
+            .map_or_else(|| "?".to_string(), |i| i.to_string()),
+        o.str("name").unwrap_or("?")
+    );
+    if let Some(p) = o.uint("ports") {
+        s.push_str(&format!(" ports {p}"));
+    }
+    if let Some(v) = o.uint("version") {
+        s.push_str(&format!(" version {v:#010x}"));
+    }
+    let rest = kv(o, &["index", "name", "ports", "version"]);
+    if !rest.is_empty() {
+        s.push(' ');
+        s.push_str(&rest);
+    }
+    if let Some(Val::List(l)) = o.get("addr") {
+        let a: Vec<String> = l.iter().map(addr_text).collect();
+        s.push_str(&format!("\n    addr {}", a.join(" ")));
+    }
+    counters("net-stats", o.get("net-stats"), &mut s);
+    s
+}
+
+/// `port show`: `0/1: admin up phy up dll-state normal ...`, the negotiated
+/// parameters, the credits per VL, and with `-s` the counters.
+pub fn port_text(o: &Obj) -> String {
+    let id = format!(
+        "{}/{}",
+        o.uint("dev-index")
+            .map_or_else(|| "?".to_string(), |i| i.to_string()),
+        o.uint("index")
+            .map_or_else(|| "?".to_string(), |i| i.to_string())
+    );
+    let mut s = format!(
+        "{id}: admin {} phy {}",
+        flag(o.uint("admin-up")),
+        flag(o.uint("phy-up"))
+    );
+    let rest = kv(o, &["dev-index", "index", "admin-up", "phy-up"]);
+    if !rest.is_empty() {
+        s.push(' ');
+        s.push_str(&rest);
+    }
+    if let Some(Val::List(l)) = o.get("vl") {
+        for vl in l {
+            s.push_str(&format!(
+                "\n    vl {}",
+                kv(vl, &[]).trim_start_matches("index ")
+            ));
+        }
+    }
+    counters("link-stats", o.get("link-stats"), &mut s);
+    counters("dev-stats", o.get("dev-stats"), &mut s);
+    s
+}
+
+/// `stats`: a port's counters under `0/1:`.
+pub fn port_counters_text(o: &Obj) -> String {
+    let mut s = format!(
+        "{}/{}:",
+        o.uint("dev-index")
+            .map_or_else(|| "?".to_string(), |i| i.to_string()),
+        o.uint("index")
+            .map_or_else(|| "?".to_string(), |i| i.to_string())
+    );
+    counters("link-stats", o.get("link-stats"), &mut s);
+    counters("dev-stats", o.get("dev-stats"), &mut s);
+    s
+}
+
+/// `route show`: `dev 0 10.0.0.0/24 ports 0,1 per-flow`.
+pub fn route_text(o: &Obj) -> String {
+    let dst = match o.get("dst") {
+        Some(Val::Obj(a)) => addr_text(a),
+        _ => "?".to_string(),
+    };
+    let mut s = format!(
+        "dev {} {dst}/{}",
+        o.uint("dev-index")
+            .map_or_else(|| "?".to_string(), |i| i.to_string()),
+        o.uint("prefix-len")
+            .map_or_else(|| "?".to_string(), |i| i.to_string())
+    );
+    if let Some(mask) = o.uint("ports") {
+        s.push_str(&format!(" ports {}", ports_list(mask)));
+    }
+    if let Some(lb) = o.get("load-balance") {
+        s.push_str(&format!(" {lb}"));
+    }
+    s
+}
+
+/// `0,1` for the bit mask 0b11.
+pub fn ports_list(mask: u64) -> String {
+    let v: Vec<String> = (0..64u32)
+        .filter(|b| mask & (1u64 << b) != 0)
+        .map(|b| b.to_string())
+        .collect();
+    v.join(",")
+}
+
+/// One `monitor` line: `port 0/1 link-down dll-state disabled phy down`.
+pub fn event_text(o: &Obj) -> String {
+    let ev = o
+        .get("event")
+        .map_or_else(|| "change".to_string(), |v| v.to_string());
+    format!(
+        "port {}/{} {ev} {}",
+        o.uint("dev-index")
+            .map_or_else(|| "?".to_string(), |i| i.to_string()),
+        o.uint("index")
+            .map_or_else(|| "?".to_string(), |i| i.to_string()),
+        kv(&o.without(STATS_KEYS), &["dev-index", "index", "event"])
+    )
+    .trim_end()
+    .to_string()
+}

@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: GPL-2.0
+//! One builder per operation of the `ub` family: what ubctl sends.
+
+use crate::addr::{Address, Prefix};
+use crate::attr::Attr;
+use crate::nl::Request;
+use crate::spec::{cmd, dev, echo, port, route};
+
+/// `dev-get`: one device, or all of them.
+pub fn dev_get(index: Option<u32>) -> Request {
+    match index {
+        Some(i) => Request {
+            cmd: cmd::DEV_GET,
+            dump: false,
+            attrs: vec![Attr::u32(dev::INDEX, i)],
+        },
+        None => Request {
+            cmd: cmd::DEV_GET,
+            dump: true,
+            attrs: vec![],
+        },
+    }
+}
+
+/// `port-get`: one port, the ports of a device, or every port.
+pub fn port_get(dev_index: Option<u32>, index: Option<u32>) -> Request {
+    match (dev_index, index) {
+        (Some(d), Some(p)) => Request {
+            cmd: cmd::PORT_GET,
+            dump: false,
+            attrs: vec![Attr::u32(port::DEV_INDEX, d), Attr::u32(port::INDEX, p)],
+        },
+        (Some(d), None) => Request {
+            cmd: cmd::PORT_GET,
+            dump: true,
+            attrs: vec![Attr::u32(port::DEV_INDEX, d)],
+        },
+        (None, _) => Request {
+            cmd: cmd::PORT_GET,
+            dump: true,
+            attrs: vec![],
+        },
+    }
+}
+
+/// What `port set` changes; `None` leaves a setting alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortChanges {
+    /// Administrative up (true) or down.
+    pub admin_up: Option<bool>,
+    /// NUM_RETRY_THRESHOLD
+    pub retry_threshold: Option<u8>,
+    /// NUM_PHY_REINIT_THRESHOLD
+    pub reinit_threshold: Option<u8>,
+    /// Credit sharing wanted.
+    pub sharing: Option<bool>,
+}
+
+/// `port-set`.
+pub fn port_set(dev_index: u32, index: u32, c: PortChanges) -> Request {
+    let mut attrs = vec![
+        Attr::u32(port::DEV_INDEX, dev_index),
+        Attr::u32(port::INDEX, index),
+    ];
+    if let Some(up) = c.admin_up {
+        attrs.push(Attr::u8(port::ADMIN_UP, u8::from(up)));
+    }
+    if let Some(t) = c.retry_threshold {
+        attrs.push(Attr::u8(port::NUM_RETRY_THRESHOLD, t));
+    }
+    if let Some(t) = c.reinit_threshold {
+        attrs.push(Attr::u8(port::NUM_PHY_REINIT_THRESHOLD, t));
+    }
+    if let Some(s) = c.sharing {
+        attrs.push(Attr::u8(port::WANT_SHARING, u8::from(s)));
+    }
+    Request {
+        cmd: cmd::PORT_SET,
+        dump: false,
+        attrs,
+    }
+}
+
+/// `addr-add` (`add` true) or `addr-del`.
+pub fn addr_change(add: bool, dev_index: u32, a: Address) -> Request {
+    Request {
+        cmd: if add { cmd::ADDR_ADD } else { cmd::ADDR_DEL },
+        dump: false,
+        attrs: vec![
+            Attr::u32(dev::INDEX, dev_index),
+            Attr::nest(dev::ADDR, a.attrs()),
+        ],
+    }
+}
+
+/// `route-add`.
+pub fn route_add(
+    dev_index: u32,
+    dst: Prefix,
+    ports: Option<u64>,
+    load_balance: Option<u32>,
+) -> Request {
+    let mut attrs = vec![
+        Attr::u32(route::DEV_INDEX, dev_index),
+        Attr::nest(route::DST, dst.addr.attrs()),
+        Attr::u32(route::PREFIX_LEN, dst.len),
+    ];
+    if let Some(p) = ports {
+        attrs.push(Attr::u64(route::PORTS, p));
+    }
+    if let Some(lb) = load_balance {
+        attrs.push(Attr::u32(route::LOAD_BALANCE, lb));
+    }
+    Request {
+        cmd: cmd::ROUTE_ADD,
+        dump: false,
+        attrs,
+    }
+}
+
+/// `route-del`.
+pub fn route_del(dev_index: u32, dst: Prefix) -> Request {
+    Request {
+        cmd: cmd::ROUTE_DEL,
+        dump: false,
+        attrs: vec![
+            Attr::u32(route::DEV_INDEX, dev_index),
+            Attr::nest(route::DST, dst.addr.attrs()),
+            Attr::u32(route::PREFIX_LEN, dst.len),
+        ],
+    }
+}
+
+/// `route-get` (a dump, of one device if given).
+pub fn route_get(dev_index: Option<u32>) -> Request {
+    Request {
+        cmd: cmd::ROUTE_GET,
+        dump: true,
+        attrs: dev_index
+            .map(|d| Attr::u32(route::DEV_INDEX, d))
+            .into_iter()
+            .collect(),
+    }
+}
+
+/// `echo`: one echo request.
+pub fn echo(dev_index: u32, dst: Address, id: u32, seq: u32, size: u32) -> Request {
+    Request {
+        cmd: cmd::ECHO,
+        dump: false,
+        attrs: vec![
+            Attr::u32(echo::DEV_INDEX, dev_index),
+            Attr::nest(echo::DST, dst.attrs()),
+            Attr::u32(echo::ID, id),
+            Attr::u32(echo::SEQ, seq),
+            Attr::u32(echo::SIZE, size),
+        ],
+    }
+}
+
+/// `npi-set`: the mode and/or the NPI of a device.
+pub fn npi_set(dev_index: u32, mode: Option<u32>, npi: Option<u32>) -> Request {
+    let mut attrs = vec![Attr::u32(dev::INDEX, dev_index)];
+    if let Some(m) = mode {
+        attrs.push(Attr::u32(dev::NPI_MODE, m));
+    }
+    if let Some(n) = npi {
+        attrs.push(Attr::u32(dev::NPI, n));
+    }
+    Request {
+        cmd: cmd::NPI_SET,
+        dump: false,
+        attrs,
+    }
+}
