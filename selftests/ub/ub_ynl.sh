@@ -167,7 +167,7 @@ monitor_shows_port_event() {
 	# SIGTERM: a background job of a script ignores SIGINT, and so does
 	# Python then; the monitor's output is unbuffered, nothing is lost.
 	kill $mon 2>/dev/null
-	wait $mon
+	{ wait $mon; } 2>/dev/null # no "Terminated" line
 	head -n 20 "$TMP/monitor" | cut -c1-200 | sed 's/^/# monitor: /'
 	[ $seen -eq 0 ] || { echo "# no port-change-ntf after $i toggles"; return 1; }
 	# One of the events names the port that was toggled.
