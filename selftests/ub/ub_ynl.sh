@@ -24,8 +24,9 @@ UB_SPEC=/usr/share/ub/specs/ub.yaml
 # From drivers/ub/proto/src/controller/mod.rs (Documentation/ub/controller.rst).
 VENDOR=0x19e5
 DEVICE=0xd0b1
-# Seconds the monitor may take to see the first event: ynl starts in 1-3 s
-# under TCG, each port-set is another ynl run.
+# Down/up toggles of the port before the monitor must have seen an event:
+# ynl takes seconds to start and subscribe under TCG, and each port-set is
+# another ynl run.
 MONITOR_TRIES=10
 # Each ynl run given --spec validates the spec with jsonschema first, which
 # costs 2.5-5 s under TCG: ub-spec-validates and ub-dev-get-dump run the
@@ -66,7 +67,7 @@ json_check() {
 # Hundredths of a second since boot.
 now() {
 	read -r up _ </proc/uptime
-	echo "${up%.*}${up#*.}"
+	echo $((${up%.*} * 100 + 1${up#*.} - 100)) # "1" first: 08 is not octal
 }
 
 # ynl with JSON output into $TMP/out; says how long it took (Python under
