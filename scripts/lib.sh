@@ -63,6 +63,18 @@ kernel_build_dir() {
 	echo "$UB_CACHE/kbuild-$flavour-$key"
 }
 
+# The Python tree of scripts/mkpyroot (the guests' ynl CLI). The key hashes
+# the script, the Debian packages it takes and the kernel source its pyynl
+# and schemas come from.
+pyroot_dir() {
+	local key
+	key=$( {
+		cat "$UB_ROOT/scripts/mkpyroot"
+		echo "$PYROOT_SUITE $PYROOT_PYTHON $PYROOT_PACKAGES $LINUX_SOURCE_VERSION"
+	} | sha256sum | cut -c1-16)
+	echo "$UB_CACHE/pyroot-$key"
+}
+
 # QEMU 11.1 (for vfio-user-pci) runs from the trixie root through a wrapper
 # that scripts/setup writes.
 QEMU_WRAPPER=$QEMU_ROOT/ub-qemu-system-x86_64

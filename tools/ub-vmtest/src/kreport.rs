@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Recognises kernel error reports on a console: oopses, BUG()s, panics,
 //! warnings, and the reports of KASAN, UBSAN, lockdep, kmemleak, the
-//! soft/hard lockup and hung task detectors and RCU stall warnings.
+//! soft/hard lockup and hung task detectors and RCU stall warnings, and an
+//! initramfs the kernel could not unpack whole.
 
 /// What kind of report a console line starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,6 +24,10 @@ pub enum Kind {
     Kmemleak,
     /// Hung tasks and RCU stalls.
     Stall,
+    /// The initramfs was only partly unpacked (a guest with too little
+    /// memory for it): /init still runs, and tests whose files are missing
+    /// would skip instead of failing.
+    Initramfs,
 }
 
 /// A report found on the console.
@@ -53,6 +58,7 @@ const PATTERNS: &[(&str, Kind)] = &[
     ("rcu_sched detected stalls", Kind::Stall),
     ("rcu_preempt detected stalls", Kind::Stall),
     ("detected stalls on CPUs", Kind::Stall),
+    ("Initramfs unpacking failed", Kind::Initramfs),
 ];
 
 /// Scans a console log.
@@ -113,6 +119,8 @@ mod tests {
             ("Kernel panic - not syncing: Fatal exception", Kind::Panic),
             ("UBSAN: shift-out-of-bounds in drivers/ub/x.c:1:2", Kind::Ubsan),
             ("WARNING: CPU: 0 PID: 1 at drivers/ub/ub.rs:10 ub_init+0x0/0x1", Kind::Warning),
+            // Seen with the 35 MB Python initramfs in a 64 MiB guest.
+            ("Initramfs unpacking failed: write error", Kind::Initramfs),
         ];
         for (line, kind) in cases {
             let found = kinds(&format!("[    3.1] {line}\n"));
