@@ -97,13 +97,12 @@ build_module() { # OUTDIR KDIR [make args]
 # GUEST_BINS to the matching scripts/mkinitramfs arguments.
 build_guest_bins() {
 	RUSTFLAGS="-C target-feature=+crt-static" \
-		cargo build --release --locked -q -p ub-proto-check -p ub-nl-smoke -p ubctl --target x86_64-unknown-linux-gnu
+		cargo build --release --locked -q -p ub-proto-check -p ubctl --target x86_64-unknown-linux-gnu
 	local rel=$UB_ROOT/target/x86_64-unknown-linux-gnu/release
-	GUEST_BINS=(--bin "$rel/ub-proto-check" --bin "$rel/ub-nl-smoke" --bin "$rel/ubctl" --bin "$rel/ub-nlcheck")
+	GUEST_BINS=(--bin "$rel/ub-proto-check" --bin "$rel/ubctl" --bin "$rel/ub-nlcheck")
 }
 
 # What every guest of ub.ko must show: its KUnit suites and the selftests
 # that need no emulated controller, as ub-vmtest expectations.
 UB_EXPECT_KUNIT=(--expect-kunit ub_proto_crc --expect-kunit ub_proto_link --expect-kunit ub_netlink)
-UB_EXPECT=("${UB_EXPECT_KUNIT[@]}" --expect-selftest ub_module.sh --expect-selftest ub_proto_user.sh
-	--expect-selftest ub_netlink_smoke.sh)
+UB_EXPECT=("${UB_EXPECT_KUNIT[@]}" --expect-selftest ub_module.sh --expect-selftest ub_proto_user.sh)

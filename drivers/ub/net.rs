@@ -44,10 +44,12 @@ use crate::host::{
 };
 use crate::link::engine::max_dlldp_payload;
 use crate::link::frame::Mode;
+use crate::port::{now_ns, Port, MAX_PACKET};
 use crate::proto::net::npi::{Npi, NpiMode};
 use crate::proto::net::route::RouteEntry;
-use crate::port::{now_ns, Port, MAX_PACKET};
-use crate::snapshot::{DevSnapshot, EchoReply, EchoRequest, Field, Refusal, ReplyTo, RouteSnapshot};
+use crate::snapshot::{
+    DevSnapshot, EchoReply, EchoRequest, Field, Refusal, ReplyTo, RouteSnapshot,
+};
 use crate::transport::cm::CmTiming;
 
 /// Datagrams (echo requests and replies) in flight at once.
@@ -447,13 +449,25 @@ impl Net {
     }
 
     /// Sends one echo request; the reply goes to `reply_to`.
-    pub(crate) fn echo(self: &Arc<Self>, req: &EchoRequest, reply_to: ReplyTo) -> Result<(), Refusal> {
+    pub(crate) fn echo(
+        self: &Arc<Self>,
+        req: &EchoRequest,
+        reply_to: ReplyTo,
+    ) -> Result<(), Refusal> {
         if !matches!(req.dst, Addr::Ipv4(_) | Addr::Ipv6(_)) {
-            return Err(refuse(EINVAL, c"echo rides on UTP: the destination must be an IP address", Some(Field::Dst)));
+            return Err(refuse(
+                EINVAL,
+                c"echo rides on UTP: the destination must be an IP address",
+                Some(Field::Dst),
+            ));
         }
         let size = usize::try_from(req.size).unwrap_or(usize::MAX);
         if size > ECHO_MAX_DATA {
-            return Err(refuse(EINVAL, c"echo size above 4096 bytes", Some(Field::Size)));
+            return Err(refuse(
+                EINVAL,
+                c"echo size above 4096 bytes",
+                Some(Field::Size),
+            ));
         }
         {
             let mut guard = self.state.lock();
@@ -477,7 +491,11 @@ impl Net {
                 Some(Ok(n)) => n,
                 _ => {
                     st.dgrams.release(i as u64);
-                    return Err(refuse(EINVAL, c"echo size does not fit a datagram", Some(Field::Size)));
+                    return Err(refuse(
+                        EINVAL,
+                        c"echo size does not fit a datagram",
+                        Some(Field::Size),
+                    ));
                 }
             };
             let sent = st.ep.send_datagram(
@@ -566,7 +584,11 @@ impl Net {
             ));
         }
         if !add && !slot_same {
-            return Err(refuse(EADDRNOTAVAIL, c"the device has no such address", Some(Field::Addr)));
+            return Err(refuse(
+                EADDRNOTAVAIL,
+                c"the device has no such address",
+                Some(Field::Addr),
+            ));
         }
         match addr {
             Addr::Cna16(a) => l.cna16 = add.then_some(a),
@@ -575,31 +597,55 @@ impl Net {
             Addr::Ipv6(a) => l.ipv6 = add.then_some(a),
         }
         st.ep.set_local(l).map_err(|e| match e {
-            ConfigError::Npi => refuse(EINVAL, c"the NPI is invalid for the IP format (ubctl npi)", Some(Field::Addr)),
-            _ => refuse(EBUSY, c"a live channel uses this address", Some(Field::Addr)),
+            ConfigError::Npi => refuse(
+                EINVAL,
+                c"the NPI is invalid for the IP format (ubctl npi)",
+                Some(Field::Addr),
+            ),
+            _ => refuse(
+                EBUSY,
+                c"a live channel uses this address",
+                Some(Field::Addr),
+            ),
         })
     }
 
     /// Sets the NPI mode and value.
     pub(crate) fn set_npi(&self, mode: NpiMode, npi: u32) -> Result<(), Refusal> {
         let mut st = self.state.lock();
-        st.ep
-            .set_npi(mode, Npi::from_raw(npi))
-            .map_err(|_| refuse(EINVAL, c"partition ID 0 is not a valid NPI (UB spec 5.3.3.1)", Some(Field::Npi)))
+        st.ep.set_npi(mode, Npi::from_raw(npi)).map_err(|_| {
+            refuse(
+                EINVAL,
+                c"partition ID 0 is not a valid NPI (UB spec 5.3.3.1)",
+                Some(Field::Npi),
+            )
+        })
     }
 
     /// Adds a route.
     pub(crate) fn add_route(&self, r: &RouteSnapshot) -> Result<(), Refusal> {
         let (prefix, width) = r.dst.key();
         if r.prefix_len > width {
-            return Err(refuse(EINVAL, c"prefix length above the address width", Some(Field::PrefixLen)));
+            return Err(refuse(
+                EINVAL,
+                c"prefix length above the address width",
+                Some(Field::PrefixLen),
+            ));
         }
         let all = u64::MAX >> (64 - self.ports.clamp(1, 64));
         if r.ports == 0 || r.ports & !all != 0 {
-            return Err(refuse(EINVAL, c"ports must name at least one port of the device and no other", Some(Field::Ports)));
+            return Err(refuse(
+                EINVAL,
+                c"ports must name at least one port of the device and no other",
+                Some(Field::Ports),
+            ));
         }
         let drop_bits = u32::from(width - r.prefix_len);
-        let prefix = prefix.checked_shr(drop_bits).unwrap_or(0).checked_shl(drop_bits).unwrap_or(0);
+        let prefix = prefix
+            .checked_shr(drop_bits)
+            .unwrap_or(0)
+            .checked_shl(drop_bits)
+            .unwrap_or(0);
         let entry = RouteEntry {
             prefix,
             prefix_len: r.prefix_len,
@@ -617,10 +663,18 @@ impl Net {
     pub(crate) fn del_route(&self, dst: Addr, prefix_len: u8) -> Result<(), Refusal> {
         let (prefix, width) = dst.key();
         if prefix_len > width {
-            return Err(refuse(EINVAL, c"prefix length above the address width", Some(Field::PrefixLen)));
+            return Err(refuse(
+                EINVAL,
+                c"prefix length above the address width",
+                Some(Field::PrefixLen),
+            ));
         }
         let drop_bits = u32::from(width - prefix_len);
-        let prefix = prefix.checked_shr(drop_bits).unwrap_or(0).checked_shl(drop_bits).unwrap_or(0);
+        let prefix = prefix
+            .checked_shr(drop_bits)
+            .unwrap_or(0)
+            .checked_shl(drop_bits)
+            .unwrap_or(0);
         let mut st = self.state.lock();
         if st.ep.remove_route(prefix, prefix_len, width) {
             Ok(())
@@ -675,9 +729,10 @@ impl NetState {
             }
         }
         for &(echo, len, from, port) in inbox.replies.iter().flatten() {
-            let found = self.pending.iter_mut().find(|p| {
-                p.is_some_and(|p| p.id == echo.id && p.seq == echo.seq && p.size == len)
-            });
+            let found = self
+                .pending
+                .iter_mut()
+                .find(|p| p.is_some_and(|p| p.id == echo.id && p.seq == echo.seq && p.size == len));
             let Some(p) = found.and_then(Option::take) else {
                 // Late, duplicated or not ours.
                 self.echo_dropped += 1;
@@ -711,7 +766,10 @@ impl NetState {
         }
         let mut kicked = 0u64;
         while self.ports.iter().all(|p| p.tx_room()) {
-            let t = match self.ep.poll_transmit(now, &mut self.tx_buf[..], &mut self.dgrams) {
+            let t = match self
+                .ep
+                .poll_transmit(now, &mut self.tx_buf[..], &mut self.dgrams)
+            {
                 Ok(Some(t)) => t,
                 _ => break,
             };

@@ -34,12 +34,12 @@ use kernel::{
 };
 
 use crate::controller as hw;
-use crate::ub_net::Net;
 use crate::port::Port;
 use crate::regs::{
     CAP_MSIX, CAP_PORTS, CAP_RING, CAP_XFER, CTRL, ERR_STATUS, GERR, GINT_CAUSE, GINT_MASK,
     GINT_TEST, IDENT, SCRATCH, VERSION,
 };
+use crate::ub_net::Net;
 
 /// Size of BAR0, from the shared register map.
 pub(crate) const BAR0_SIZE: usize = hw::BAR0_SIZE as usize;
@@ -390,7 +390,10 @@ impl pci::Driver for UbPciDriver {
             )?;
             let mut ports = KVec::with_capacity(ident.ports() as usize, GFP_KERNEL)?;
             for p in 0..ident.ports() {
-                ports.push(Port::new(pdev.as_ref(), shared.clone(), net.clone(), p)?, GFP_KERNEL)?;
+                ports.push(
+                    Port::new(pdev.as_ref(), shared.clone(), net.clone(), p)?,
+                    GFP_KERNEL,
+                )?;
             }
             let mut for_net = KVec::with_capacity(ports.len(), GFP_KERNEL)?;
             for p in &ports {

@@ -47,10 +47,11 @@ use kernel::{
 
 use crate::controller as hw;
 use crate::controller::ring::{DescFault, RingFault};
-use crate::link::engine::{Counters, Delivery, Event, Link, LinkConfig, RxSink, TxPacket, TxSource};
+use crate::link::engine::{
+    Counters, Delivery, Event, Link, LinkConfig, RxSink, TxPacket, TxSource,
+};
 use crate::link::retry::RetrySlot;
 use crate::link::DllState;
-use crate::ub_net::Net;
 use crate::pci::Shared;
 use crate::regs::{
     RxRing, TxRing, ERR_STATUS, INT_CAUSE, INT_MASK, INT_MODERATION, PHY_CTRL, PHY_LANE_RATE,
@@ -58,6 +59,7 @@ use crate::regs::{
 };
 use crate::ring::{DmaRing, BUF_BYTES};
 use crate::snapshot::{DevCounters, PortEvent, PortSettings, PortSnapshot, VlSnapshot};
+use crate::ub_net::Net;
 
 /// Descriptors per ring.
 pub(crate) const RING_SLOTS: u32 = 64;
@@ -164,7 +166,10 @@ impl PktQueue {
         }
         // `checked_rem`: no division-by-zero panic path (the queue is never
         // empty of slots, but the kernel build must not carry one).
-        let i = self.head.checked_add(self.len)?.checked_rem(self.slots.len())?;
+        let i = self
+            .head
+            .checked_add(self.len)?
+            .checked_rem(self.slots.len())?;
         self.slots.get_mut(i)
     }
 
@@ -302,7 +307,6 @@ struct PortState {
     reported: DllState,
     /// Interrupt storms seen.
     storms: u64,
-    runs: u64,
     /// Since when the link has been initialising with the PHY up.
     init_since: Option<u64>,
     /// The PHY is held down until then by the init watchdog.
@@ -388,7 +392,6 @@ impl Port {
             timer_deadline: None,
             reported: DllState::Disabled,
             storms: 0,
-            runs: 0,
             init_since: None,
             reinit_until: None,
             reinits: 0,
@@ -531,25 +534,13 @@ impl Port {
             }
             st.dev.interrupts = self.interrupts.load(Relaxed);
             if let Err(e) = st.poll(&bar, self.index, now, causes) {
-                pr_err!("ub: port {}: stopped after a device error ({:?})\n", self.index, e);
+                pr_err!(
+                    "ub: port {}: stopped after a device error ({:?})\n",
+                    self.index,
+                    e
+                );
             }
             let state = st.link.state();
-            st.runs += 1;
-            if st.runs.is_power_of_two() {
-                let c = st.link.counters();
-                pr_info!(
-                    "ubdbg p{} run {} dll {:?} phy {} causes {:#x} tx_blocks {} rx_blocks {} crc {} malformed {} irqs {} deadline {:?} now {} txq {} up {}\n",
-                    self.index, st.runs, state, st.phy_up, causes, c.tx_blocks, c.rx_blocks,
-                    c.rx_crc_errors, c.rx_malformed, st.dev.interrupts, st.link.poll_timeout(), now,
-                    st.txq.len(), st.up.len()
-                );
-                pr_info!(
-                    "ubdbg p{} dev head {} dbl {} status {} len {} rxerr {} lost {} resets {} rxflits {} rxclean {} rxtail {}\n",
-                    self.index, st.dev.bad_head, st.dev.double_completion, st.dev.bad_status, st.dev.bad_len,
-                    st.dev.rx_desc_errors, st.dev.rx_lost_flits, st.dev.ring_resets, c.rx_flits,
-                    st.rx.cursor().clean(), st.rx.cursor().tail()
-                );
-            }
             self.dll_up.store(state == DllState::Normal, Relaxed);
             if state != st.reported {
                 event = Some(if state == DllState::Normal {
@@ -572,8 +563,14 @@ impl Port {
         }
         if let Some(ev) = event {
             match ev {
-                PortEvent::LinkUp => pr_info!("ub{}: port {}: link up (DLL_Normal)\n", self.net.index(), self.index),
-                PortEvent::LinkDown => pr_info!("ub{}: port {}: link down\n", self.net.index(), self.index),
+                PortEvent::LinkUp => pr_info!(
+                    "ub{}: port {}: link up (DLL_Normal)\n",
+                    self.net.index(),
+                    self.index
+                ),
+                PortEvent::LinkDown => {
+                    pr_info!("ub{}: port {}: link down\n", self.net.index(), self.index)
+                }
                 _ => {}
             }
             if let Ok(snap) = self.snapshot() {
@@ -887,7 +884,10 @@ impl PortState {
             return Ok(());
         }
         let initialising = self.phy_up
-            && matches!(self.link.state(), DllState::ParamInit | DllState::CreditInit);
+            && matches!(
+                self.link.state(),
+                DllState::ParamInit | DllState::CreditInit
+            );
         if !initialising {
             self.init_since = None;
             return Ok(());
@@ -994,7 +994,9 @@ impl PortState {
         }
         let mut tail = None;
         while self.tx.cursor().free() > 0 {
-            let n = self.link.poll_transmit(now, &mut self.scratch[..], &mut self.txq);
+            let n = self
+                .link
+                .poll_transmit(now, &mut self.scratch[..], &mut self.txq);
             if n == 0 {
                 break;
             }

@@ -17,10 +17,10 @@ use kernel::{prelude::*, sync::Arc};
 
 use crate::host::Addr;
 use crate::proto::net::npi::NpiMode;
-use crate::ub_net::Net;
 use crate::snapshot::{
     DevSnapshot, EchoRequest, Field, PortSettings, PortSnapshot, Refusal, ReplyTo, RouteSnapshot,
 };
+use crate::ub_net::Net;
 
 /// The registered devices and the next index to hand out.
 pub(crate) struct Devices {
@@ -96,7 +96,11 @@ pub(crate) fn dev_get(index: u32) -> Result<DevSnapshot, Refusal> {
 /// The smallest device index at or above `from`.
 pub(crate) fn dev_next(from: u32) -> Option<u32> {
     let d = DEVICES.lock();
-    d.list.iter().map(|n| n.index()).filter(|&i| i >= from).min()
+    d.list
+        .iter()
+        .map(|n| n.index())
+        .filter(|&i| i >= from)
+        .min()
 }
 
 /// Ports of device `dev`.
@@ -129,7 +133,10 @@ pub(crate) fn port_set(dev: u32, port: u32, set: &PortSettings) -> Result<(), Re
         field: Some(field),
     };
     if set.num_retry_threshold == Some(0) {
-        return Err(bad(c"NUM_RETRY_THRESHOLD must be at least 1", Field::NumRetryThreshold));
+        return Err(bad(
+            c"NUM_RETRY_THRESHOLD must be at least 1",
+            Field::NumRetryThreshold,
+        ));
     }
     if set.num_phy_reinit_threshold == Some(0) {
         return Err(bad(

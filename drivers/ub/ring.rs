@@ -52,11 +52,8 @@ impl DmaRing {
             n.checked_mul(DESC_BYTES).ok_or(ENOMEM)?,
             GFP_KERNEL,
         )?;
-        let bufs = Coherent::<u8>::zeroed_slice(
-            dev,
-            n.checked_mul(BUF_BYTES).ok_or(ENOMEM)?,
-            GFP_KERNEL,
-        )?;
+        let bufs =
+            Coherent::<u8>::zeroed_slice(dev, n.checked_mul(BUF_BYTES).ok_or(ENOMEM)?, GFP_KERNEL)?;
         let mut posted = KVec::with_capacity(n, GFP_KERNEL)?;
         for _ in 0..n {
             posted.push(0, GFP_KERNEL)?;

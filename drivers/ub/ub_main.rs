@@ -22,9 +22,9 @@ mod pci;
 mod port;
 // The driver uses part of the register table; the rest documents the
 // device.
+mod registry;
 #[allow(dead_code)]
 mod regs;
-mod registry;
 mod ring;
 mod snapshot;
 // The network layer of a controller (`net.rs`); named apart from
