@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use ub_proto::link::engine::MIN_TX_BUFFER;
 use ub_proto::net::route::RouteEntry;
 
-use crate::device::{Controller, ControllerConfig, Interrupts};
+use crate::device::{Controller, ControllerConfig, HostileCase, Interrupts};
 use crate::mem::GuestMemory;
 use crate::phy::{Arrival, PhyParams, Wire};
 use crate::switch::{Packet, Switch, SwitchFaults, SwitchParams};
@@ -95,6 +95,17 @@ pub enum Command {
         /// Duplication probability.
         #[serde(default)]
         duplicate: Option<f64>,
+    },
+    /// Make a host port's controller misbehave (`Documentation/ub/fabric.rst`,
+    /// "Hostile mode").
+    Hostile {
+        /// The host port, `"node.port"`.
+        port: String,
+        /// What the device does wrong.
+        case: HostileCase,
+        /// How many times (default 1; 0 disarms the case).
+        #[serde(default)]
+        count: Option<u64>,
     },
 }
 
@@ -636,7 +647,13 @@ impl Fabric {
             .iter()
             .map(|h| {
                 let ports: Vec<Value> = (0..h.ctrl.ports())
-                    .map(|p| json!(h.ctrl.port_counters(p)))
+                    .map(|p| {
+                        let mut v = json!(h.ctrl.port_counters(p));
+                        if let Value::Object(m) = &mut v {
+                            m.insert("hostile".into(), json!(h.ctrl.hostile(p)));
+                        }
+                        v
+                    })
                     .collect();
                 json!({"name": h.name, "device": h.ctrl.counters(), "ports": ports})
             })
@@ -763,6 +780,26 @@ impl Fabric {
                 }
                 sw.set_params(params);
                 Ok(json!({"ok": true, "faults": params.faults}))
+            }
+            Command::Hostile { port, case, count } => {
+                let e = self.topo.end(port).ok();
+                let Some(End::Host(h, p)) = e else {
+                    return Err(CommandError::Unknown(format!(
+                        "host port {port} (the hostile mode is a controller's)"
+                    )));
+                };
+                let count = count.unwrap_or(1);
+                let seed = self.topo.seed;
+                let ctrl = &mut self.hosts[h].ctrl;
+                ctrl.set_hostile(p, *case, count, seed)
+                    .map_err(|e| CommandError::Invalid(e.to_string()))?;
+                Ok(json!({
+                    "ok": true,
+                    "port": port,
+                    "case": case,
+                    "armed": count,
+                    "hostile": ctrl.hostile(p),
+                }))
             }
         }
     }
