@@ -125,6 +125,9 @@ struct RxSeg {
     off: usize,
 }
 
+/// A descriptor write-back: its guest address and bytes.
+type Writeback = (u64, [u8; 6]);
+
 #[derive(Debug, Default, Clone, Copy)]
 struct Ring {
     base: u64,
@@ -135,10 +138,10 @@ struct Ring {
     halted: bool,
     /// What the hostile mode needs to know of the driver's view, since
     /// the ring was enabled: the head value the driver last read
-    /// truthfully, ...
+    /// truthfully (or the one a double completion moved it back to), ...
     seen_head: Option<u32>,
-    /// ... and the last write-back (its address and bytes).
-    last_writeback: Option<(u64, [u8; 6])>,
+    /// ... and the last write-back.
+    last_writeback: Option<Writeback>,
 }
 
 impl Ring {
@@ -352,12 +355,19 @@ impl Port {
     fn read_head(&mut self, mem: &mut dyn GuestMemory, dir: Dir) -> u32 {
         let ring = *self.ring_ref(dir);
         match self.hostile.head(dir, &ring) {
-            Some((v, case, rewrite)) => {
+            Some(HeadLie {
+                value: v,
+                case,
+                repeat,
+            }) => {
                 self.hostile.take(case);
-                if let Some((wb, bytes)) = rewrite {
+                if let Some((wb, bytes)) = repeat {
                     // The same completion once more; a ring the driver
-                    // unmapped meanwhile only loses the rewrite.
+                    // unmapped meanwhile only loses the rewrite. The
+                    // driver now believes the head moved back, so the
+                    // next read (the truth) completes the slot again.
                     let _ = mem.write(wb, &bytes);
+                    self.ring(dir).seen_head = Some(v);
                 }
                 v
             }
@@ -1388,6 +1398,17 @@ pub struct HostileReport {
     pub armed: std::collections::BTreeMap<&'static str, u64>,
 }
 
+/// A `RING_HEAD` read that lies.
+#[derive(Debug, Clone, Copy)]
+struct HeadLie {
+    /// What the register reads.
+    value: u32,
+    /// The case told.
+    case: HostileCase,
+    /// A completion to write back again (a double completion).
+    repeat: Option<Writeback>,
+}
+
 /// One port's hostile mode: per case, how many lies remain and how many
 /// were told, and the seeded noise of [`HostileCase::GarbageFlits`].
 #[derive(Debug, Clone)]
@@ -1426,11 +1447,10 @@ impl Hostile {
         true
     }
 
-    /// The value a `RING_HEAD` read of `ring` returns instead of the
-    /// truth, the case it tells, and a write-back to repeat; `None` to
-    /// tell the truth. One lie per read: out of range first, then beyond
+    /// The lie a `RING_HEAD` read of `ring` tells, or `None` to tell the
+    /// truth. One lie per read: out of range first, then beyond
     /// the tail, then a double completion.
-    fn head(&self, dir: Dir, ring: &Ring) -> Option<(u32, HostileCase, Option<(u64, [u8; 6])>)> {
+    fn head(&self, dir: Dir, ring: &Ring) -> Option<HeadLie> {
         if !ring.enabled {
             return None;
         }
@@ -1453,7 +1473,11 @@ impl Hostile {
             } else {
                 u32::MAX
             };
-            return Some((v, out_of_range, None));
+            return Some(HeadLie {
+                value: v,
+                case: out_of_range,
+                repeat: None,
+            });
         }
         // The driver may own any slot from the head it last read up to
         // its tail; the slot past the tail is outside that window unless
@@ -1463,14 +1487,22 @@ impl Hostile {
             && ring.seen_head.unwrap_or(0) != past_tail
             && ring.head != past_tail
         {
-            return Some((past_tail, beyond_tail, None));
+            return Some(HeadLie {
+                value: past_tail,
+                case: beyond_tail,
+                repeat: None,
+            });
         }
         // Once the driver knows the real head, the last completion (the
         // slot before the head) is the one to repeat.
         if self.armed(double) && ring.seen_head == Some(ring.head) {
             if let Some(wb) = ring.last_writeback {
                 let back = ring.head.wrapping_sub(1) & ring.size.wrapping_sub(1);
-                return Some((back, double, Some(wb)));
+                return Some(HeadLie {
+                    value: back,
+                    case: double,
+                    repeat: Some(wb),
+                });
             }
         }
         None
