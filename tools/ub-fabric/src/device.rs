@@ -10,6 +10,10 @@
 //! Everything the guest writes is untrusted: bad registers, bad descriptors,
 //! DMA outside guest memory and doorbell storms set an error bit and a
 //! counter on the port concerned and never panic or touch another port.
+//!
+//! The other way round, on command, the device lies to the driver (the
+//! hostile mode, [`HostileCase`], at the end of this file), so that tests
+//! can prove the driver does not trust it either.
 
 use std::collections::VecDeque;
 
@@ -328,9 +332,9 @@ impl Port {
 
     /// Writes back `d`, the head descriptor of ring `dir` at `daddr`, and
     /// advances the head; `false` (the ring halted with `RING_DMA`, the
-    /// descriptor not consumed) if the write-back fails.
-    /// The hostile mode may alter what is written back (never the head,
-    /// the data consumed or the counters).
+    /// descriptor not consumed) if the write-back fails. The hostile mode
+    /// may alter what is written back (never the head, the data consumed
+    /// or the counters).
     fn complete(&mut self, mem: &mut dyn GuestMemory, dir: Dir, daddr: u64, d: &reg::Desc) -> bool {
         let (d, case) = self.hostile.writeback(dir, *d);
         let bytes = d.writeback();
@@ -905,7 +909,8 @@ impl Controller {
         }
     }
 
-    /// The earliest time a moderated interrupt becomes due, if any.
+    /// The earliest time a moderated interrupt (or a burst of a hostile
+    /// interrupt storm) becomes due, if any.
     pub fn next_irq_deadline(&self) -> Option<u64> {
         let moderated = self
             .ports
@@ -1158,6 +1163,7 @@ impl Controller {
                     if mem.write(d.addr, &chunk).is_err() {
                         status = reg::DESC_STATUS::failed(ErrBits::ZERO.rx_desc());
                         plan.clear();
+                        garbage = false;
                     } else {
                         taken = chunk.len();
                         d.done_len = taken as u16;
@@ -1247,9 +1253,9 @@ pub enum HostileCase {
     /// A read of the RX `RING_HEAD` returns the slot just past the tail:
     /// inside the ring but outside the window of buffers the driver
     /// posted, claiming a buffer it never gave the device. Waits for a
-    /// read where that slot is not one the driver could see as the head
-    /// (the ring not full), so a driver that keeps every RX buffer posted
-    /// never meets it.
+    /// read where that slot is neither the head the driver last read nor
+    /// the real head (in a full ring every slot may be the head), so a
+    /// driver that keeps every RX buffer posted never meets it.
     RxHeadBeyondTail,
     /// The same on the TX ring (a head claiming a descriptor the driver
     /// never produced: reclaiming it frees a buffer never sent, or twice).
