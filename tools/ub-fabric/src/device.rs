@@ -204,9 +204,10 @@ struct Port {
     /// Causes that went 0 → 1 (or were unmasked while set) since the last
     /// message: the vector fires for these.
     irq_edge: u32,
-    /// The PHY link was up when the device was reset: the fabric must see
-    /// the port disabled (and take the link down for the peer) before it
-    /// may come up again, however fast the driver re-enables it.
+    /// The PHY link was up when the device was reset or the driver
+    /// disabled the PHY: the fabric must see the port disabled (and take
+    /// the link down for the peer) before it may come up again, however
+    /// fast the driver re-enables it.
     reset_pending: bool,
     err_status: u32,
     err_last: u32,
@@ -839,7 +840,15 @@ impl Controller {
         match r {
             reg::PHY_CTRL::OFFSET => {
                 let ctrl = reg::PHY_CTRL::from_raw(v);
-                p.enabled = ctrl.enable().is_set();
+                let enable = ctrl.enable().is_set();
+                if p.enabled && !enable && p.link_up {
+                    // A disabled PHY takes the link down, however soon it
+                    // is enabled again: the link stays down (for the
+                    // driver and the fabric) until the fabric has taken
+                    // it down on both ends, as after a reset.
+                    p.reset_pending = true;
+                }
+                p.enabled = enable;
                 if ctrl.retrain().is_set() && p.enabled {
                     p.retrain_requested = true;
                 }

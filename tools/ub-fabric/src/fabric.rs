@@ -24,6 +24,12 @@ type Dest = (Vec<usize>, Vec<(u128, u8, u8)>);
 /// How far ahead of `now` a transmitter keeps its wire busy (ns).
 pub const TX_HORIZON_NS: u64 = 2_000;
 
+/// How long a link reset holds the link down (ns): 5 ms, more than a slow
+/// guest driver's latency (0.1–2 ms under TCG), so that a driver that
+/// samples PHY_STATUS.LINK_UP sees the link down (INT_CAUSE.LINK and
+/// PHY_LINK_DOWNS record it in any case).
+pub const LINK_RESET_NS: u64 = 5_000_000;
+
 /// A host slot: one emulated controller.
 #[derive(Debug)]
 pub struct Host {
@@ -48,6 +54,9 @@ pub struct FabricLink {
     pub up: bool,
     /// A retrain ends at this time.
     pub training_until: Option<u64>,
+    /// A link reset (a switch port's engine gave up) holds the link down
+    /// until this time.
+    pub reset_until: Option<u64>,
 }
 
 /// A run-time change (control socket).
@@ -200,8 +209,8 @@ impl Fabric {
                 ends.insert(b, (i, 1));
                 for (x, y) in [(a, b), (b, a)] {
                     if let (End::Switch(s, p), End::Host(..)) = (x, y) {
-                        if let Some(port) = switches.get_mut(s).and_then(|w| w.ports.get_mut(p)) {
-                            port.to_host = true;
+                        if let Some(sw) = switches.get_mut(s) {
+                            sw.face_host(p);
                         }
                     }
                 }
@@ -215,6 +224,7 @@ impl Fabric {
                     admin_up: true,
                     up: false,
                     training_until: None,
+                    reset_until: None,
                 })
             })
             .collect();
@@ -384,6 +394,25 @@ impl Fabric {
         }
     }
 
+    /// Takes a switch port's link reset request (hosts reset a link by
+    /// cycling PHY_CTRL.ENABLE).
+    fn take_reset(&mut self, e: End) -> bool {
+        match e {
+            End::Host(..) => false,
+            End::Switch(s, p) => self
+                .switches
+                .get_mut(s)
+                .and_then(|w| w.ports.get_mut(p))
+                .is_some_and(|port| port.link.take_reset_request()),
+        }
+    }
+
+    /// Whether link `l` should be up: administratively up, not held down
+    /// by a link reset, both ends enabled.
+    fn want_up(&self, l: &FabricLink) -> bool {
+        l.admin_up && l.reset_until.is_none() && self.end_enabled(l.a) && self.end_enabled(l.b)
+    }
+
     fn take_retrain(&mut self, e: End) -> bool {
         match e {
             End::Host(h, p) => self
@@ -428,7 +457,14 @@ impl Fabric {
         // PHY state: LinkUp, retrains.
         for l in 0..self.links.len() {
             let (a, b) = (self.links[l].a, self.links[l].b);
-            let want = self.links[l].admin_up && self.end_enabled(a) && self.end_enabled(b);
+            // Both ends' requests are taken (each port resets itself).
+            let (reset_a, reset_b) = (self.take_reset(a), self.take_reset(b));
+            if reset_a || reset_b {
+                self.links[l].reset_until = Some(now + LINK_RESET_NS);
+            } else if self.links[l].reset_until.is_some_and(|t| now >= t) {
+                self.links[l].reset_until = None;
+            }
+            let want = self.want_up(&self.links[l]);
             if want != self.links[l].up {
                 self.links[l].up = want;
                 self.links[l].training_until = None;
@@ -611,6 +647,7 @@ impl Fabric {
             upd(l.wires[0].next_arrival());
             upd(l.wires[1].next_arrival());
             upd(l.training_until);
+            upd(l.reset_until);
         }
         for s in &self.switches {
             for p in &s.ports {
@@ -634,10 +671,7 @@ impl Fabric {
                 .iter()
                 .any(|s| s.ports.iter().any(|p| !p.egress.is_empty()))
             || !self.pending_flaps.is_empty()
-            || self
-                .links
-                .iter()
-                .any(|l| l.up != (l.admin_up && self.end_enabled(l.a) && self.end_enabled(l.b)))
+            || self.links.iter().any(|l| l.up != self.want_up(l))
     }
 
     /// Counters of every host port, switch and link, as JSON.
