@@ -14,7 +14,7 @@
 mod common;
 
 use common::{fabric, Driver, SplitMix};
-use ub_fabric::fabric::Fabric;
+use ub_fabric::fabric::{Command, Fabric};
 use ub_fabric::topology::Topology;
 use ub_proto::controller as reg;
 use ub_proto::link::engine::{Link, LinkConfig};
@@ -319,4 +319,47 @@ fn links_come_back_after_every_phy_cycle() {
         }
     }
     sim.traffic(50, 20);
+}
+
+/// Sets the BER of the link at `end`.
+fn set_ber(sim: &mut Sim, end: &str, ber: f64) {
+    sim.f
+        .apply(
+            &Command::Link {
+                link: end.into(),
+                ber: Some(ber),
+                fec_fail: None,
+                delay_ns: None,
+                rate_fps: None,
+                up: None,
+                flap: false,
+            },
+            sim.now,
+        )
+        .expect("link command");
+}
+
+/// A link so bad that every retry fails: an end goes through RETRAIN to
+/// ERROR and asks for a link reset (`Event::LinkResetRequest`), which its
+/// driver carries out (PHY down and up, engine reset); once the link is good again every
+/// link is back in DLL_Normal and carries packets.
+#[test]
+fn a_link_that_gives_up_is_reset_and_comes_back() {
+    let mut sim = Sim::new(13);
+    assert_up_after(&mut sim, "first load");
+    set_ber(&mut sim, "vm0.0", 0.5);
+    sim.guests[0]
+        .drv
+        .as_mut()
+        .expect("vm0")
+        .send(0, 1, Some(0), 30, 20, 200, 0);
+    sim.run_for(400_000_000);
+    // The guest (WAIT 2 ms) gives up before the switch port (5 ms); its
+    // link reset restarts the switch port too.
+    let host_resets = sim.guests[0].drv.as_ref().expect("vm0").ports[0].link_resets;
+    assert!(host_resets > 0, "no link reset:{}", sim.report());
+    assert!(!sim.f.switches[0].ports[0].link.is_up());
+    set_ber(&mut sim, "vm0.0", 0.0);
+    assert_up_after(&mut sim, "BER back to 0");
+    sim.traffic(20, 40);
 }
