@@ -248,6 +248,15 @@ impl Sim {
     }
 }
 
+/// PHY_LINK_DOWNS of every port of host `h`.
+fn link_downs(sim: &mut Sim, h: usize) -> Vec<u32> {
+    let ctrl = &mut sim.f.hosts[h].ctrl;
+    let ports = ctrl.read32(reg::CAP_PORTS::OFFSET);
+    (0..ports)
+        .map(|p| ctrl.read32(reg::port_reg(p, reg::PHY_LINK_DOWNS::OFFSET).expect("reg")))
+        .collect()
+}
+
 fn assert_up_after(sim: &mut Sim, what: &str) {
     let t0 = sim.now;
     let up = sim.run_until_up(UP_BOUND_NS);
@@ -308,13 +317,17 @@ fn links_come_back_after_every_phy_cycle() {
     for round in 0..3 {
         for gap in GAPS_NS {
             for h in 0..sim.guests.len() {
+                let before = link_downs(&mut sim, h);
                 sim.phy_all(h, false);
                 sim.run_for(gap);
                 sim.phy_all(h, true);
-                assert_up_after(
-                    &mut sim,
-                    &format!("round {round}, host {h}, PHY enabled after {gap} ns"),
-                );
+                let what = format!("round {round}, host {h}, PHY enabled after {gap} ns");
+                assert_up_after(&mut sim, &what);
+                // However short, the disable took every link down once,
+                // on both ends.
+                let after = link_downs(&mut sim, h);
+                let once: Vec<u32> = before.iter().map(|n| n + 1).collect();
+                assert_eq!(after, once, "{what}: link downs");
             }
         }
     }
