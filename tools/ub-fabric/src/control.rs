@@ -88,13 +88,62 @@ mod tests {
         assert_eq!(v["ok"], true, "{v}");
         let v = handle_line(&f, r#"{"cmd":"switch","switch":"sw1","drop":0.5}"#, 0);
         assert_eq!(v["faults"]["drop"], 0.5);
+        let v = handle_line(
+            &f,
+            r#"{"cmd":"hostile","port":"vm1.1","case":"done-len-too-long","count":3}"#,
+            0,
+        );
+        assert_eq!(v["ok"], true, "{v}");
+        assert_eq!(v["hostile"]["armed"]["done-len-too-long"], 3, "{v}");
+        let v = handle_line(
+            &f,
+            r#"{"cmd":"hostile","port":"vm0.0","case":"irq-storm"}"#,
+            0,
+        );
+        assert_eq!(v["armed"], 1, "count defaults to 1: {v}");
+        let v = handle_line(&f, r#"{"cmd":"counters"}"#, 0);
+        let port = &v["hosts"][1]["ports"][1]["hostile"];
+        assert_eq!(port["armed"]["done-len-too-long"], 3, "{port}");
+        assert_eq!(port["injected"]["done-len-too-long"], 0, "{port}");
+        assert_eq!(
+            v["hosts"][0]["ports"][0]["hostile"]["armed"]["irq-storm"],
+            1
+        );
         for bad in [
             "not json",
             r#"{"cmd":"link","link":"vm9.0"}"#,
             r#"{"cmd":"switch","switch":"sw0","drop":2}"#,
             r#"{"cmd":"link","link":"vm0.0","rate_fps":-1}"#,
+            r#"{"cmd":"hostile","port":"vm0.0","case":"no-such-case"}"#,
+            r#"{"cmd":"hostile","port":"vm0.0"}"#,
+            r#"{"cmd":"hostile","port":"vm0.2","case":"irq-storm"}"#,
+            r#"{"cmd":"hostile","port":"vm7.0","case":"irq-storm"}"#,
+            r#"{"cmd":"hostile","port":"sw0.0","case":"irq-storm"}"#,
+            r#"{"cmd":"hostile","port":"vm0","case":"irq-storm"}"#,
+            r#"{"cmd":"hostile","port":"vm0.0","case":"irq-storm","count":-1}"#,
+            r#"{"cmd":"hostile","port":"vm0.0","case":"irq-storm","count":1000001}"#,
+            r#"{"cmd":"hostile","port":"vm0.0","case":"irq-storm","extra":1}"#,
         ] {
-            assert_eq!(handle_line(&f, bad, 0)["ok"], false, "{bad}");
+            let before = handle_line(&f, r#"{"cmd":"counters"}"#, 0);
+            let v = handle_line(&f, bad, 0);
+            assert_eq!(v["ok"], false, "{bad}");
+            assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{v}");
+            let after = handle_line(&f, r#"{"cmd":"counters"}"#, 0);
+            assert_eq!(before, after, "{bad} changed nothing");
         }
+        let v = handle_line(
+            &f,
+            r#"{"cmd":"hostile","port":"vm0.0","case":"no-such-case"}"#,
+            0,
+        );
+        let e = v["error"].as_str().unwrap_or_default();
+        assert!(e.contains("garbage-flits"), "names the cases: {e}");
+        let v = handle_line(
+            &f,
+            r#"{"cmd":"hostile","port":"sw0.0","case":"irq-storm"}"#,
+            0,
+        );
+        let e = v["error"].as_str().unwrap_or_default();
+        assert!(e.contains("sw0.0"), "names the port: {e}");
     }
 }

@@ -10,16 +10,21 @@
 //! Everything the guest writes is untrusted: bad registers, bad descriptors,
 //! DMA outside guest memory and doorbell storms set an error bit and a
 //! counter on the port concerned and never panic or touch another port.
+//!
+//! The other way round, on command, the device lies to the driver (the
+//! hostile mode, [`HostileCase`], at the end of this file), so that tests
+//! can prove the driver does not trust it either.
 
 use std::collections::VecDeque;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use ub_proto::controller::{self as reg, Field};
 
 /// The port error bits, by field (`ERR_STATUS::ZERO.tx_desc()`...).
 use reg::ERR_STATUS as ErrBits;
 
 use crate::mem::GuestMemory;
+use crate::rng::Rng;
 
 /// Raises MSI-X vectors.
 pub trait Interrupts: Send {
@@ -124,6 +129,9 @@ struct RxSeg {
     off: usize,
 }
 
+/// A descriptor write-back: its guest address and bytes.
+type Writeback = (u64, [u8; 6]);
+
 #[derive(Debug, Default, Clone, Copy)]
 struct Ring {
     base: u64,
@@ -132,6 +140,12 @@ struct Ring {
     tail: u32,
     enabled: bool,
     halted: bool,
+    /// What the hostile mode needs to know of the driver's view, since
+    /// the ring was enabled: the head value the driver last read
+    /// truthfully (or the one a double completion moved it back to), ...
+    seen_head: Option<u32>,
+    /// ... and the last write-back.
+    last_writeback: Option<Writeback>,
 }
 
 impl Ring {
@@ -190,9 +204,10 @@ struct Port {
     /// Causes that went 0 → 1 (or were unmasked while set) since the last
     /// message: the vector fires for these.
     irq_edge: u32,
-    /// The PHY link was up when the device was reset: the fabric must see
-    /// the port disabled (and take the link down for the peer) before it
-    /// may come up again, however fast the driver re-enables it.
+    /// The PHY link was up when the device was reset or the driver
+    /// disabled the PHY: the fabric must see the port disabled (and take
+    /// the link down for the peer) before it may come up again, however
+    /// fast the driver re-enables it.
     reset_pending: bool,
     err_status: u32,
     err_last: u32,
@@ -201,6 +216,9 @@ struct Port {
     rx_fifo: VecDeque<RxSeg>,
     rx_bytes: usize,
     c: PortCounters,
+    /// Misbehaviour armed from the control socket (kept across resets:
+    /// it is the fabric's doing, not device state the driver can clear).
+    hostile: Hostile,
 }
 
 impl Port {
@@ -223,6 +241,7 @@ impl Port {
             rx_fifo: VecDeque::new(),
             rx_bytes: 0,
             c: PortCounters::default(),
+            hostile: Hostile::default(),
         }
     }
 
@@ -266,11 +285,10 @@ impl Port {
                     return true;
                 }
                 *self.ring(dir) = Ring {
+                    base: ring.base,
+                    size: ring.size,
                     enabled: enable,
-                    halted: false,
-                    head: 0,
-                    tail: 0,
-                    ..ring
+                    ..Ring::default()
                 };
                 return true;
             }
@@ -300,6 +318,10 @@ impl Port {
     /// The descriptor at the head of ring `dir` and its address, or `None`
     /// (the ring halted with `RING_DMA`) if it cannot be read.
     fn head_desc(&mut self, mem: &dyn GuestMemory, dir: Dir) -> Option<(u64, reg::Desc)> {
+        if self.hostile.take(HostileCase::RingDma) {
+            self.halt(dir);
+            return None;
+        }
         let ring = *self.ring(dir);
         let mut raw = [0u8; reg::DESC_BYTES];
         let read = reg::desc_addr(ring.base, ring.head).filter(|&a| mem.read(a, &mut raw).is_ok());
@@ -311,18 +333,56 @@ impl Port {
 
     /// Writes back `d`, the head descriptor of ring `dir` at `daddr`, and
     /// advances the head; `false` (the ring halted with `RING_DMA`, the
-    /// descriptor not consumed) if the write-back fails.
+    /// descriptor not consumed) if the write-back fails. The hostile mode
+    /// may alter what is written back (never the head, the data consumed
+    /// or the counters).
     fn complete(&mut self, mem: &mut dyn GuestMemory, dir: Dir, daddr: u64, d: &reg::Desc) -> bool {
-        let written = daddr
+        let (d, case) = self.hostile.writeback(dir, *d);
+        let bytes = d.writeback();
+        let wb = daddr
             .checked_add(reg::Desc::WRITEBACK_OFFSET as u64)
-            .is_some_and(|wb| mem.write(wb, &d.writeback()).is_ok());
-        if !written {
+            .filter(|&wb| mem.write(wb, &bytes).is_ok());
+        let Some(wb) = wb else {
             self.halt(dir);
             return false;
+        };
+        if let Some(case) = case {
+            self.hostile.take(case);
         }
         let ring = self.ring(dir);
         ring.head = reg::ring_next(ring.head, ring.size);
+        ring.last_writeback = Some((wb, bytes));
         true
+    }
+
+    /// A driver read of ring `dir`'s `RING_HEAD`: the head, unless the
+    /// hostile mode lies about it (see [`Hostile::head`]).
+    fn read_head(&mut self, mem: &mut dyn GuestMemory, dir: Dir) -> u32 {
+        let ring = *self.ring_ref(dir);
+        match self.hostile.head(dir, &ring) {
+            Some(HeadLie {
+                value: v,
+                case,
+                repeat,
+            }) => {
+                self.hostile.take(case);
+                if let Some((wb, bytes)) = repeat {
+                    // The same completion once more; a ring the driver
+                    // unmapped meanwhile only loses the rewrite. The
+                    // driver now believes the head moved back, so the
+                    // next read (the truth) completes the slot again.
+                    let _ = mem.write(wb, &bytes);
+                    self.ring(dir).seen_head = Some(v);
+                }
+                v
+            }
+            None => {
+                if ring.enabled {
+                    self.ring(dir).seen_head = Some(ring.head);
+                }
+                ring.head
+            }
+        }
     }
 
     /// Stops ring `dir` on a descriptor it cannot read or write back.
@@ -549,9 +609,11 @@ impl Controller {
         self.bad_access = 0;
         for p in &mut self.ports {
             let link_up = p.link_up;
+            let hostile = std::mem::take(&mut p.hostile);
             *p = Port::new();
             p.link_up = link_up;
             p.reset_pending = link_up;
+            p.hostile = hostile;
         }
         self.counters.resets += 1;
     }
@@ -675,14 +737,19 @@ impl Controller {
     }
 
     /// Reads register `r` (its port-0 offset) of `port`.
-    fn read_port(&self, port: usize, r: u32) -> Option<u32> {
-        let p = self.ports.get(port)?;
+    fn read_port(&mut self, port: usize, r: u32) -> Option<u32> {
         let phy = self.phy.get(port).copied().unwrap_or_default();
         let flit_rate_k = self.rate_kfps.get(port).copied().unwrap_or(0);
         let lane_rate =
             (u64::from(flit_rate_k) * 160 / 1000 / u64::from(self.cfg.lanes.max(1))) as u32;
-        if let Some(v) = ring_block(r).and_then(|(dir, rel)| p.ring_ref(dir).read(rel)) {
-            return Some(v);
+        let p = self.ports.get_mut(port)?;
+        if let Some((dir, rel)) = ring_block(r) {
+            if rel == reg::RING_HEAD::OFFSET {
+                return Some(p.read_head(self.mem.as_mut(), dir));
+            }
+            if let Some(v) = p.ring_ref(dir).read(rel) {
+                return Some(v);
+            }
         }
         Some(match r {
             reg::PHY_STATUS::OFFSET => reg::PHY_STATUS::ZERO
@@ -773,7 +840,15 @@ impl Controller {
         match r {
             reg::PHY_CTRL::OFFSET => {
                 let ctrl = reg::PHY_CTRL::from_raw(v);
-                p.enabled = ctrl.enable().is_set();
+                let enable = ctrl.enable().is_set();
+                if p.enabled && !enable && p.link_up {
+                    // A disabled PHY takes the link down, however soon it
+                    // is enabled again: the link stays down (for the
+                    // driver and the fabric) until the fabric has taken
+                    // it down on both ends, as after a reset.
+                    p.reset_pending = true;
+                }
+                p.enabled = enable;
                 if ctrl.retrain().is_set() && p.enabled {
                     p.retrain_requested = true;
                 }
@@ -826,18 +901,36 @@ impl Controller {
             p.c.interrupts += 1;
             self.irq.raise(reg::port_vector(i as u32));
         }
+        for (i, p) in self.ports.iter_mut().enumerate() {
+            let Some((case, burst)) = p.hostile.storm(now) else {
+                continue;
+            };
+            for _ in 0..burst {
+                if case == HostileCase::IrqStormCause {
+                    // A cause with nothing behind it; no edge, so the
+                    // storm message is the only one.
+                    p.int_cause |= int::TX_DONE | int::RX_DONE;
+                }
+                p.hostile.take(case);
+                p.c.interrupts += 1;
+                self.irq.raise(reg::port_vector(i as u32));
+            }
+        }
     }
 
-    /// The earliest time a moderated interrupt becomes due, if any.
+    /// The earliest time a moderated interrupt (or a burst of a hostile
+    /// interrupt storm) becomes due, if any.
     pub fn next_irq_deadline(&self) -> Option<u64> {
-        self.ports
+        let moderated = self
+            .ports
             .iter()
             .filter(|p| p.irq_edge & p.int_cause & !p.int_mask != 0)
             .filter_map(|p| {
                 p.last_irq
                     .map(|l| l.saturating_add(u64::from(p.moderation_us) * 1000))
-            })
-            .min()
+            });
+        let storms = self.ports.iter().filter_map(|p| p.hostile.next_storm());
+        moderated.chain(storms).min()
     }
 
     // ----- PHY side -------------------------------------------------------
@@ -1016,6 +1109,7 @@ impl Controller {
                 || (!p.rx_fifo.is_empty() && p.rx.pending() > 0)
                 || p.retrain_requested
                 || p.irq_edge != 0
+                || p.hostile.next_storm().is_some()
         })
     }
 
@@ -1050,6 +1144,7 @@ impl Controller {
                 let mut status = reg::DESC_STATUS::ok();
                 let mut plan = Vec::new();
                 let mut taken = 0;
+                let mut garbage = false;
                 if cap == 0 || !mem.contains(d.addr, usize::from(d.len)) {
                     status = reg::DESC_STATUS::failed(ErrBits::ZERO.rx_desc());
                 } else {
@@ -1072,9 +1167,12 @@ impl Controller {
                             break;
                         }
                     }
+                    // Hostile: what reaches the buffer is noise.
+                    garbage = p.hostile.garbage(&mut chunk);
                     if mem.write(d.addr, &chunk).is_err() {
                         status = reg::DESC_STATUS::failed(ErrBits::ZERO.rx_desc());
                         plan.clear();
+                        garbage = false;
                     } else {
                         taken = chunk.len();
                         d.done_len = taken as u16;
@@ -1088,6 +1186,9 @@ impl Controller {
                 if !p.complete(mem, Dir::Rx, daddr, &d) {
                     // Not completed: the data stays for the next buffer.
                     break;
+                }
+                if garbage {
+                    p.hostile.take(HostileCase::GarbageFlits);
                 }
                 if status.err().is_set() {
                     p.error(ErrBits::ZERO.rx_desc(), idx);
@@ -1130,5 +1231,399 @@ impl Controller {
                 });
             }
         }
+    }
+}
+
+// ----- Hostile mode -------------------------------------------------------
+//
+// The driver must treat everything the device writes as untrusted. These
+// are the lies a broken or malicious device can tell, armed per port from
+// the control socket so that a test can prove the driver counts each one
+// and recovers. Each case misbehaves `count` times and then the device is
+// correct again; the lies are applied only here and at the few points that
+// consult [`Hostile`]: a `RING_HEAD` read ([`Port::read_head`]), a
+// write-back ([`Port::complete`]), a descriptor fetch
+// ([`Port::head_desc`]), RX data ([`Controller::service_rx`]) and the
+// interrupts ([`Controller::update_irqs`]). The device's own state (its
+// real head, the data it consumed, its counters) stays honest, so traffic
+// flows again once the driver has recovered.
+
+/// One way the device misbehaves (`"case"` of the control socket's
+/// `hostile` command; the names are [`HostileCase::name`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostileCase {
+    /// A read of the RX `RING_HEAD` returns a value outside the ring: the
+    /// ring size, then `u32::MAX`, alternately. A driver that indexes its
+    /// ring with it reads outside its descriptor array.
+    RxHeadOutOfRange,
+    /// The same on the TX ring.
+    TxHeadOutOfRange,
+    /// A read of the RX `RING_HEAD` returns the slot just past the tail:
+    /// inside the ring but outside the window of buffers the driver
+    /// posted, claiming a buffer it never gave the device. Waits for a
+    /// read where that slot is neither the head the driver last read nor
+    /// the real head (in a full ring every slot may be the head), so a
+    /// driver that keeps every RX buffer posted never meets it.
+    RxHeadBeyondTail,
+    /// The same on the TX ring (a head claiming a descriptor the driver
+    /// never produced: reclaiming it frees a buffer never sent, or twice).
+    TxHeadBeyondTail,
+    /// An RX completion with data reports a `done_len` above the posted
+    /// capacity and above `CAP_XFER` (saturating at 65535); the data
+    /// written is the real one. A driver that trusts it reads past its
+    /// buffer.
+    DoneLenTooLong,
+    /// An RX completion with data reports `done_len` one byte short of the
+    /// data written: not a multiple of the flit size.
+    DoneLenNotFlits,
+    /// A completion (TX or RX, whichever the device writes next) carries
+    /// status bits `DESC_STATUS` does not define (bits 7:3), beside DONE.
+    UnknownStatus,
+    /// A completion (TX or RX) is written back with DONE clear although
+    /// the head moves past it; everything else is as usual.
+    DoneClear,
+    /// The RX ring's last completion happens twice: once the driver has
+    /// read the current head, the next `RING_HEAD` read returns the slot
+    /// before it (the head moves back over a completed buffer) and the
+    /// device writes that slot's completion back again; the read after
+    /// that returns the real head, so the slot completes a second time.
+    RxDoubleCompletion,
+    /// The same on the TX ring: a driver that believes it frees the same
+    /// TX buffer twice.
+    TxDoubleCompletion,
+    /// The port's MSI-X vector fires with no cause bit set (whatever
+    /// `INT_MASK` says), [`STORM_BURST`] messages per
+    /// [`STORM_INTERVAL_NS`] at most: count is the number of messages.
+    IrqStorm,
+    /// The same, with `INT_CAUSE.TX_DONE` and `RX_DONE` set before each
+    /// message although nothing completed.
+    IrqStormCause,
+    /// An RX buffer is filled with seeded random bytes instead of the
+    /// flits the wire carried (length and status as usual); the wire's
+    /// flits are consumed. The link layer's BCRC catches them and its
+    /// retry repairs the loss, if the driver hands them on.
+    GarbageFlits,
+    /// The next descriptor fetch (TX or RX) fails as unreadable: the ring
+    /// halts with `ERR_STATUS.RING_DMA` until the driver disables and
+    /// re-enables it (the real device behaviour, on command).
+    RingDma,
+}
+
+/// The largest `count` of one `hostile` command.
+pub const MAX_HOSTILE_COUNT: u64 = 1_000_000;
+
+/// Interrupt storms send at most this many messages per port ...
+pub const STORM_BURST: u32 = 8;
+/// ... per this interval of fabric time (ns): at most 800 000 messages a
+/// second, and each step of the fabric does a bounded amount of work, so
+/// a storm neither spins the step loop nor starves the other threads.
+pub const STORM_INTERVAL_NS: u64 = 10_000;
+
+/// Status bits [`reg::DESC_STATUS`] does not define (7:3).
+const UNKNOWN_STATUS_BITS: u16 = !reg::DESC_STATUS::FIELDS & 0xff;
+const _: () = assert!(UNKNOWN_STATUS_BITS != 0);
+
+impl HostileCase {
+    /// Every case, in counter order.
+    pub const ALL: [Self; 14] = [
+        Self::RxHeadOutOfRange,
+        Self::TxHeadOutOfRange,
+        Self::RxHeadBeyondTail,
+        Self::TxHeadBeyondTail,
+        Self::DoneLenTooLong,
+        Self::DoneLenNotFlits,
+        Self::UnknownStatus,
+        Self::DoneClear,
+        Self::RxDoubleCompletion,
+        Self::TxDoubleCompletion,
+        Self::IrqStorm,
+        Self::IrqStormCause,
+        Self::GarbageFlits,
+        Self::RingDma,
+    ];
+
+    /// The case's name on the control socket, the command line and in the
+    /// counters.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::RxHeadOutOfRange => "rx-head-out-of-range",
+            Self::TxHeadOutOfRange => "tx-head-out-of-range",
+            Self::RxHeadBeyondTail => "rx-head-beyond-tail",
+            Self::TxHeadBeyondTail => "tx-head-beyond-tail",
+            Self::DoneLenTooLong => "done-len-too-long",
+            Self::DoneLenNotFlits => "done-len-not-flits",
+            Self::UnknownStatus => "unknown-status",
+            Self::DoneClear => "done-clear",
+            Self::RxDoubleCompletion => "rx-double-completion",
+            Self::TxDoubleCompletion => "tx-double-completion",
+            Self::IrqStorm => "irq-storm",
+            Self::IrqStormCause => "irq-storm-cause",
+            Self::GarbageFlits => "garbage-flits",
+            Self::RingDma => "ring-dma",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl std::fmt::Display for HostileCase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name that is no [`HostileCase`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown hostile case {0:?} (one of: {list})", list = HostileCase::ALL.map(HostileCase::name).join(", "))]
+pub struct UnknownHostileCase(pub String);
+
+impl std::str::FromStr for HostileCase {
+    type Err = UnknownHostileCase;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| UnknownHostileCase(s.to_string()))
+    }
+}
+
+/// Why [`Controller::set_hostile`] refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostileError {
+    /// The controller has no such port.
+    #[error("no port {0}")]
+    NoPort(usize),
+    /// `count` above [`MAX_HOSTILE_COUNT`].
+    #[error("count {0} above {MAX_HOSTILE_COUNT}")]
+    Count(u64),
+}
+
+/// What the hostile mode of one port did and still will do, per case
+/// (JSON: `{"injected": {"<case>": n, ...}, "armed": {"<case>": n, ...}}`,
+/// every case present).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HostileReport {
+    /// Misbehaviours carried out since the daemon started.
+    pub injected: std::collections::BTreeMap<&'static str, u64>,
+    /// Misbehaviours still to come.
+    pub armed: std::collections::BTreeMap<&'static str, u64>,
+}
+
+/// A `RING_HEAD` read that lies.
+#[derive(Debug, Clone, Copy)]
+struct HeadLie {
+    /// What the register reads.
+    value: u32,
+    /// The case told.
+    case: HostileCase,
+    /// A completion to write back again (a double completion).
+    repeat: Option<Writeback>,
+}
+
+/// One port's hostile mode: per case, how many lies remain and how many
+/// were told, and the seeded noise of [`HostileCase::GarbageFlits`].
+#[derive(Debug, Clone)]
+struct Hostile {
+    armed: [u64; HostileCase::ALL.len()],
+    injected: [u64; HostileCase::ALL.len()],
+    rng: Rng,
+    /// Fabric time before which an armed storm sends nothing more.
+    storm_at: u64,
+}
+
+impl Default for Hostile {
+    fn default() -> Self {
+        Self {
+            armed: [0; HostileCase::ALL.len()],
+            injected: [0; HostileCase::ALL.len()],
+            rng: Rng::new(0, 0),
+            storm_at: 0,
+        }
+    }
+}
+
+impl Hostile {
+    fn armed(&self, case: HostileCase) -> bool {
+        self.armed[case.index()] > 0
+    }
+
+    /// Counts one lie of `case` if one is armed; whether it was.
+    fn take(&mut self, case: HostileCase) -> bool {
+        let left = &mut self.armed[case.index()];
+        if *left == 0 {
+            return false;
+        }
+        *left -= 1;
+        self.injected[case.index()] += 1;
+        true
+    }
+
+    /// The lie a `RING_HEAD` read of `ring` tells, or `None` to tell the
+    /// truth. One lie per read: out of range first, then beyond
+    /// the tail, then a double completion.
+    fn head(&self, dir: Dir, ring: &Ring) -> Option<HeadLie> {
+        if !ring.enabled {
+            return None;
+        }
+        use HostileCase as C;
+        let (out_of_range, beyond_tail, double) = match dir {
+            Dir::Tx => (
+                C::TxHeadOutOfRange,
+                C::TxHeadBeyondTail,
+                C::TxDoubleCompletion,
+            ),
+            Dir::Rx => (
+                C::RxHeadOutOfRange,
+                C::RxHeadBeyondTail,
+                C::RxDoubleCompletion,
+            ),
+        };
+        if self.armed(out_of_range) {
+            let v = if self.injected[out_of_range.index()] % 2 == 0 {
+                ring.size
+            } else {
+                u32::MAX
+            };
+            return Some(HeadLie {
+                value: v,
+                case: out_of_range,
+                repeat: None,
+            });
+        }
+        // The driver may own any slot from the head it last read up to
+        // its tail; the slot past the tail is outside that window unless
+        // it is that head (a full ring) or the real one.
+        let past_tail = reg::ring_next(ring.tail, ring.size);
+        if self.armed(beyond_tail)
+            && ring.seen_head.unwrap_or(0) != past_tail
+            && ring.head != past_tail
+        {
+            return Some(HeadLie {
+                value: past_tail,
+                case: beyond_tail,
+                repeat: None,
+            });
+        }
+        // Once the driver knows the real head, the last completion (the
+        // slot before the head) is the one to repeat.
+        if self.armed(double) && ring.seen_head == Some(ring.head) {
+            if let Some(wb) = ring.last_writeback {
+                let back = ring.head.wrapping_sub(1) & ring.size.wrapping_sub(1);
+                return Some(HeadLie {
+                    value: back,
+                    case: double,
+                    repeat: Some(wb),
+                });
+            }
+        }
+        None
+    }
+
+    /// What to write back for `d` on ring `dir` instead of the truth, and
+    /// the case told (counted by the caller once the write-back
+    /// succeeded). One lie per completion.
+    fn writeback(&self, dir: Dir, mut d: reg::Desc) -> (reg::Desc, Option<HostileCase>) {
+        use HostileCase as C;
+        let rx_data = matches!(dir, Dir::Rx) && !d.state().err().is_set() && d.done_len > 0;
+        let case = if rx_data && self.armed(C::DoneLenTooLong) {
+            let over = u32::from(d.len).max(reg::MAX_XFER_BYTES) + reg::FLIT_BYTES;
+            d.done_len = u16::try_from(over).unwrap_or(u16::MAX);
+            C::DoneLenTooLong
+        } else if rx_data && self.armed(C::DoneLenNotFlits) {
+            d.done_len -= 1;
+            C::DoneLenNotFlits
+        } else if self.armed(C::UnknownStatus) {
+            d.status |= UNKNOWN_STATUS_BITS;
+            C::UnknownStatus
+        } else if self.armed(C::DoneClear) {
+            d.status = d.state().done().set(false).into_raw();
+            C::DoneClear
+        } else {
+            return (d, None);
+        };
+        (d, Some(case))
+    }
+
+    /// Replaces `chunk` (RX data about to be written) with noise if
+    /// [`HostileCase::GarbageFlits`] is armed; whether it did (counted by
+    /// the caller once the buffer completed).
+    fn garbage(&mut self, chunk: &mut [u8]) -> bool {
+        if chunk.is_empty() || !self.armed(HostileCase::GarbageFlits) {
+            return false;
+        }
+        for word in chunk.chunks_mut(8) {
+            let r = self.rng.next_u64().to_le_bytes();
+            word.copy_from_slice(&r[..word.len()]);
+        }
+        true
+    }
+
+    /// The storm to send at `now`: its case and how many messages
+    /// (at most [`STORM_BURST`], once per [`STORM_INTERVAL_NS`]).
+    fn storm(&mut self, now: u64) -> Option<(HostileCase, u32)> {
+        let case = [HostileCase::IrqStorm, HostileCase::IrqStormCause]
+            .into_iter()
+            .find(|&c| self.armed(c))?;
+        if now < self.storm_at {
+            return None;
+        }
+        self.storm_at = now.saturating_add(STORM_INTERVAL_NS);
+        let left = self.armed[case.index()];
+        Some((
+            case,
+            u32::try_from(left).unwrap_or(u32::MAX).min(STORM_BURST),
+        ))
+    }
+
+    /// When the next storm burst is due, if a storm is armed.
+    fn next_storm(&self) -> Option<u64> {
+        (self.armed(HostileCase::IrqStorm) || self.armed(HostileCase::IrqStormCause))
+            .then_some(self.storm_at)
+    }
+
+    fn report(&self) -> HostileReport {
+        let map = |v: &[u64; HostileCase::ALL.len()]| {
+            HostileCase::ALL
+                .into_iter()
+                .map(|c| (c.name(), v[c.index()]))
+                .collect()
+        };
+        HostileReport {
+            injected: map(&self.injected),
+            armed: map(&self.armed),
+        }
+    }
+}
+
+impl Controller {
+    /// Arms `count` lies of `case` on `port` (replacing what was left of
+    /// that case; 0 disarms it). `seed` (the topology's) seeds the noise
+    /// of [`HostileCase::GarbageFlits`], so a run is reproducible.
+    pub fn set_hostile(
+        &mut self,
+        port: usize,
+        case: HostileCase,
+        count: u64,
+        seed: u64,
+    ) -> Result<(), HostileError> {
+        if count > MAX_HOSTILE_COUNT {
+            return Err(HostileError::Count(count));
+        }
+        let p = self.ports.get_mut(port).ok_or(HostileError::NoPort(port))?;
+        p.hostile.armed[case.index()] = count;
+        if case == HostileCase::GarbageFlits {
+            p.hostile.rng = Rng::new(seed, 0x686f_7374_0000 + port as u64);
+        }
+        Ok(())
+    }
+
+    /// The hostile mode's counters of `port`, or `None` for a port that
+    /// does not exist.
+    pub fn hostile(&self, port: usize) -> Option<HostileReport> {
+        self.ports.get(port).map(|p| p.hostile.report())
     }
 }

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use ub_proto::link::engine::MIN_TX_BUFFER;
 use ub_proto::net::route::RouteEntry;
 
-use crate::device::{Controller, ControllerConfig, Interrupts};
+use crate::device::{Controller, ControllerConfig, HostileCase, Interrupts};
 use crate::mem::GuestMemory;
 use crate::phy::{Arrival, PhyParams, Wire};
 use crate::switch::{Packet, Switch, SwitchFaults, SwitchParams};
@@ -23,6 +23,12 @@ type Dest = (Vec<usize>, Vec<(u128, u8, u8)>);
 
 /// How far ahead of `now` a transmitter keeps its wire busy (ns).
 pub const TX_HORIZON_NS: u64 = 2_000;
+
+/// How long a link reset holds the link down (ns): 5 ms, more than a slow
+/// guest driver's latency (0.1–2 ms under TCG), so that a driver that
+/// samples PHY_STATUS.LINK_UP sees the link down (INT_CAUSE.LINK and
+/// PHY_LINK_DOWNS record it in any case).
+pub const LINK_RESET_NS: u64 = 5_000_000;
 
 /// A host slot: one emulated controller.
 #[derive(Debug)]
@@ -48,6 +54,9 @@ pub struct FabricLink {
     pub up: bool,
     /// A retrain ends at this time.
     pub training_until: Option<u64>,
+    /// A link reset (a switch port's engine gave up) holds the link down
+    /// until this time.
+    pub reset_until: Option<u64>,
 }
 
 /// A run-time change (control socket).
@@ -95,6 +104,17 @@ pub enum Command {
         /// Duplication probability.
         #[serde(default)]
         duplicate: Option<f64>,
+    },
+    /// Make a host port's controller misbehave (`Documentation/ub/fabric.rst`,
+    /// "Hostile mode").
+    Hostile {
+        /// The host port, `"node.port"`.
+        port: String,
+        /// What the device does wrong.
+        case: HostileCase,
+        /// How many times (default 1; 0 disarms the case).
+        #[serde(default)]
+        count: Option<u64>,
     },
 }
 
@@ -189,8 +209,8 @@ impl Fabric {
                 ends.insert(b, (i, 1));
                 for (x, y) in [(a, b), (b, a)] {
                     if let (End::Switch(s, p), End::Host(..)) = (x, y) {
-                        if let Some(port) = switches.get_mut(s).and_then(|w| w.ports.get_mut(p)) {
-                            port.to_host = true;
+                        if let Some(sw) = switches.get_mut(s) {
+                            sw.face_host(p);
                         }
                     }
                 }
@@ -204,6 +224,7 @@ impl Fabric {
                     admin_up: true,
                     up: false,
                     training_until: None,
+                    reset_until: None,
                 })
             })
             .collect();
@@ -373,6 +394,25 @@ impl Fabric {
         }
     }
 
+    /// Takes a switch port's link reset request (hosts reset a link by
+    /// cycling PHY_CTRL.ENABLE).
+    fn take_reset(&mut self, e: End) -> bool {
+        match e {
+            End::Host(..) => false,
+            End::Switch(s, p) => self
+                .switches
+                .get_mut(s)
+                .and_then(|w| w.ports.get_mut(p))
+                .is_some_and(|port| port.link.take_reset_request()),
+        }
+    }
+
+    /// Whether link `l` should be up: administratively up, not held down
+    /// by a link reset, both ends enabled.
+    fn want_up(&self, l: &FabricLink) -> bool {
+        l.admin_up && l.reset_until.is_none() && self.end_enabled(l.a) && self.end_enabled(l.b)
+    }
+
     fn take_retrain(&mut self, e: End) -> bool {
         match e {
             End::Host(h, p) => self
@@ -417,7 +457,14 @@ impl Fabric {
         // PHY state: LinkUp, retrains.
         for l in 0..self.links.len() {
             let (a, b) = (self.links[l].a, self.links[l].b);
-            let want = self.links[l].admin_up && self.end_enabled(a) && self.end_enabled(b);
+            // Both ends' requests are taken (each port resets itself).
+            let (reset_a, reset_b) = (self.take_reset(a), self.take_reset(b));
+            if reset_a || reset_b {
+                self.links[l].reset_until = Some(now + LINK_RESET_NS);
+            } else if self.links[l].reset_until.is_some_and(|t| now >= t) {
+                self.links[l].reset_until = None;
+            }
+            let want = self.want_up(&self.links[l]);
             if want != self.links[l].up {
                 self.links[l].up = want;
                 self.links[l].training_until = None;
@@ -600,6 +647,7 @@ impl Fabric {
             upd(l.wires[0].next_arrival());
             upd(l.wires[1].next_arrival());
             upd(l.training_until);
+            upd(l.reset_until);
         }
         for s in &self.switches {
             for p in &s.ports {
@@ -623,10 +671,7 @@ impl Fabric {
                 .iter()
                 .any(|s| s.ports.iter().any(|p| !p.egress.is_empty()))
             || !self.pending_flaps.is_empty()
-            || self
-                .links
-                .iter()
-                .any(|l| l.up != (l.admin_up && self.end_enabled(l.a) && self.end_enabled(l.b)))
+            || self.links.iter().any(|l| l.up != self.want_up(l))
     }
 
     /// Counters of every host port, switch and link, as JSON.
@@ -636,7 +681,13 @@ impl Fabric {
             .iter()
             .map(|h| {
                 let ports: Vec<Value> = (0..h.ctrl.ports())
-                    .map(|p| json!(h.ctrl.port_counters(p)))
+                    .map(|p| {
+                        let mut v = json!(h.ctrl.port_counters(p));
+                        if let Value::Object(m) = &mut v {
+                            m.insert("hostile".into(), json!(h.ctrl.hostile(p)));
+                        }
+                        v
+                    })
                     .collect();
                 json!({"name": h.name, "device": h.ctrl.counters(), "ports": ports})
             })
@@ -763,6 +814,26 @@ impl Fabric {
                 }
                 sw.set_params(params);
                 Ok(json!({"ok": true, "faults": params.faults}))
+            }
+            Command::Hostile { port, case, count } => {
+                let e = self.topo.end(port).ok();
+                let Some(End::Host(h, p)) = e else {
+                    return Err(CommandError::Unknown(format!(
+                        "host port {port} (the hostile mode is a controller's)"
+                    )));
+                };
+                let count = count.unwrap_or(1);
+                let seed = self.topo.seed;
+                let ctrl = &mut self.hosts[h].ctrl;
+                ctrl.set_hostile(p, *case, count, seed)
+                    .map_err(|e| CommandError::Invalid(e.to_string()))?;
+                Ok(json!({
+                    "ok": true,
+                    "port": port,
+                    "case": case,
+                    "armed": count,
+                    "hostile": ctrl.hostile(p),
+                }))
             }
         }
     }

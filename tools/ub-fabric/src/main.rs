@@ -7,6 +7,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use ub_fabric::control;
 use ub_fabric::daemon::{start_backend, DaemonConfig};
+use ub_fabric::device::HostileCase;
 use ub_fabric::fabric::Command;
 use ub_fabric::topology::{Topology, BACK_TO_BACK_TOML, DEFAULT_TOML};
 
@@ -101,6 +102,21 @@ enum Cmd {
         /// Duplication probability.
         #[arg(long)]
         duplicate: Option<f64>,
+    },
+    /// Make a host port's controller misbehave `count` times (see
+    /// Documentation/ub/fabric.rst, "Hostile mode").
+    Hostile {
+        /// Control socket.
+        #[arg(long, default_value = "/tmp/ub-fabric/control.sock")]
+        control: PathBuf,
+        /// The host port, `node.port`.
+        port: String,
+        /// The case, e.g. `done-len-too-long` (an unknown one is refused
+        /// with the list of all).
+        case: HostileCase,
+        /// How many times (0 disarms the case).
+        #[arg(long, default_value_t = 1)]
+        count: u64,
     },
 }
 
@@ -198,5 +214,87 @@ fn main() -> anyhow::Result<()> {
             };
             print_answer(&control::request(&control, &cmd)?)
         }
+        Cmd::Hostile {
+            control,
+            port,
+            case,
+            count,
+        } => {
+            let cmd = Command::Hostile {
+                port,
+                case,
+                count: Some(count),
+            };
+            print_answer(&control::request(&control, &cmd)?)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_arguments() {
+        let cli = Cli::try_parse_from([
+            "ub-fabric",
+            "hostile",
+            "--control",
+            "/tmp/c.sock",
+            "vm0.1",
+            "done-len-too-long",
+            "--count",
+            "3",
+        ])
+        .expect("parses");
+        let Cmd::Hostile {
+            control,
+            port,
+            case,
+            count,
+        } = cli.cmd
+        else {
+            panic!("not the hostile subcommand: {cli:?}");
+        };
+        assert_eq!(control, PathBuf::from("/tmp/c.sock"));
+        assert_eq!(
+            (port.as_str(), case, count),
+            ("vm0.1", HostileCase::DoneLenTooLong, 3)
+        );
+        let cli = Cli::try_parse_from(["ub-fabric", "hostile", "vm1.0", "irq-storm"]).expect("ok");
+        assert!(matches!(
+            cli.cmd,
+            Cmd::Hostile {
+                case: HostileCase::IrqStorm,
+                count: 1,
+                ..
+            }
+        ));
+        for bad in [
+            &["ub-fabric", "hostile", "vm0.0", "no-such-case"][..],
+            &["ub-fabric", "hostile", "vm0.0"],
+            &[
+                "ub-fabric",
+                "hostile",
+                "vm0.0",
+                "irq-storm",
+                "--count",
+                "-1",
+            ],
+            &[
+                "ub-fabric",
+                "hostile",
+                "vm0.0",
+                "irq-storm",
+                "--count",
+                "many",
+            ],
+        ] {
+            assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
+        }
+        let err = Cli::try_parse_from(["ub-fabric", "hostile", "vm0.0", "nope"])
+            .expect_err("unknown case")
+            .to_string();
+        assert!(err.contains("garbage-flits"), "lists the cases: {err}");
     }
 }

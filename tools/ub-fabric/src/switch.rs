@@ -70,6 +70,9 @@ pub struct LinkCounters {
     pub malformed: u64,
     /// Retrains.
     pub retrains: u64,
+    /// Link resets (the engine gave up: RETRY_REQ_SM ERROR or a failed
+    /// mode switch; the fabric took the link down and up again).
+    pub link_resets: u64,
     /// Protocol errors.
     pub errors: u64,
 }
@@ -96,6 +99,11 @@ pub trait PortLink: Send {
     fn take_retrain_request(&mut self) -> bool;
     /// The PHY finished retraining.
     fn retrained(&mut self, now: u64);
+    /// Takes a pending request to initialise the link again
+    /// (`Event::LinkResetRequest`); the port has then reset its data link
+    /// layer, and the fabric takes the link down on both ends for
+    /// [`crate::fabric::LINK_RESET_NS`] and up again.
+    fn take_reset_request(&mut self) -> bool;
     /// DLL up (packets flow).
     fn is_up(&self) -> bool;
     /// Counters.
@@ -108,10 +116,31 @@ pub const HOLD_NS: u64 = 50_000;
 /// Retry buffer depth of switch ports (flits).
 pub const RETRY_DEPTH: usize = 1024;
 
+/// Default WAIT timeout of a switch port facing a host (ns): 5 ms.
+///
+/// A host's end of the link is not hardware: the guest's driver runs the
+/// link engine in a work item, 0.1–2 ms late under TCG, so a Retry_Ack_Set
+/// can take that long. The spec recommends a WAIT timeout above twice the
+/// link delay; with the engine's 10 µs the switch port used up
+/// NUM_RETRY_THRESHOLD × NUM_PHY_REINIT_THRESHOLD WAIT timeouts (about
+/// 0.6 ms) before a guest could answer once, and entered ERROR.
+pub const HOST_WAIT_TIMEOUT_NS: u64 = 5_000_000;
+
+/// The link configuration of a switch port facing a host: the engine's
+/// defaults with a WAIT timeout of `wait_timeout_ns` (see
+/// [`HOST_WAIT_TIMEOUT_NS`]).
+pub fn host_port_config(wait_timeout_ns: u64) -> LinkConfig {
+    LinkConfig {
+        wait_timeout_ns,
+        ..LinkConfig::default()
+    }
+}
+
 /// A [`PortLink`] running the `ub-proto` data link engine.
 pub struct EnginePort {
     link: Link<Vec<RetrySlot>>,
     retrain: bool,
+    reset: bool,
     rx: Reassembler,
 }
 
@@ -129,14 +158,22 @@ impl EnginePort {
         Some(Self {
             link: Link::new(cfg, vec![RetrySlot::EMPTY; RETRY_DEPTH]).ok()?,
             retrain: false,
+            reset: false,
             rx: Reassembler::default(),
         })
     }
 
+    /// The engine's configuration.
+    pub fn config(&self) -> &LinkConfig {
+        self.link.config()
+    }
+
     fn events(&mut self) {
         while let Some(ev) = self.link.poll_event() {
-            if ev == Event::RetrainRequest {
-                self.retrain = true;
+            match ev {
+                Event::RetrainRequest => self.retrain = true,
+                Event::LinkResetRequest => self.reset = true,
+                _ => {}
             }
         }
     }
@@ -231,6 +268,19 @@ impl PortLink for EnginePort {
         self.link.phy_retrained(now);
         self.events();
     }
+    fn take_reset_request(&mut self) -> bool {
+        if !std::mem::take(&mut self.reset) {
+            return false;
+        }
+        // The data link layer starts over; the fabric takes the PHY down
+        // and up, so the peer starts over too.
+        self.link.reset();
+        self.rx.done.clear();
+        self.rx.cur = None;
+        self.retrain = false;
+        self.events();
+        true
+    }
     fn is_up(&self) -> bool {
         self.link.state() == DllState::Normal
     }
@@ -247,6 +297,7 @@ impl PortLink for EnginePort {
             fec_errors: c.rx_fec_errors,
             malformed: c.rx_malformed,
             retrains: c.retrains,
+            link_resets: c.link_reset_requests,
             errors: c.errors,
         }
     }
@@ -362,6 +413,9 @@ pub struct SwitchParams {
     pub queue_limit_bytes: usize,
     /// Faults.
     pub faults: SwitchFaults,
+    /// WAIT timeout of the ports facing a host (ns, see
+    /// [`HOST_WAIT_TIMEOUT_NS`]); set when the fabric is built.
+    pub host_wait_timeout_ns: u64,
 }
 
 impl Default for SwitchParams {
@@ -372,6 +426,7 @@ impl Default for SwitchParams {
             mark_severe_bytes: 64 * 1024,
             queue_limit_bytes: 4 * 1024 * 1024,
             faults: SwitchFaults::default(),
+            host_wait_timeout_ns: HOST_WAIT_TIMEOUT_NS,
         }
     }
 }
@@ -539,6 +594,19 @@ impl Switch {
         }
     }
 
+    /// Port `port` faces a host: LoC marking, and an engine whose WAIT
+    /// timeout leaves the host's driver time to answer
+    /// ([`host_port_config`]). Called while the fabric is built.
+    pub fn face_host(&mut self, port: usize) {
+        let cfg = host_port_config(self.params.host_wait_timeout_ns);
+        if let Some(p) = self.ports.get_mut(port) {
+            p.to_host = true;
+            if let Some(e) = EnginePort::new(cfg) {
+                p.link = Box::new(e);
+            }
+        }
+    }
+
     /// Drops everything queued for `port` (its link went down).
     pub fn flush_port(&mut self, port: usize) {
         if let Some(p) = self.ports.get_mut(port) {
@@ -696,6 +764,9 @@ mod tests {
             false
         }
         fn retrained(&mut self, _now: u64) {}
+        fn take_reset_request(&mut self) -> bool {
+            false
+        }
         fn is_up(&self) -> bool {
             true
         }

@@ -321,6 +321,8 @@ pub struct PortDriver {
     rx_tail: u32,
     pub tx_desc_errors: u64,
     pub retrain_requests: u64,
+    /// Link resets done for `Event::LinkResetRequest`.
+    pub link_resets: u64,
     /// Whether the endpoint was told this port is up.
     ep_up: bool,
     buf: Vec<u8>,
@@ -373,6 +375,7 @@ impl Driver {
                 rx_tail: RING - 1,
                 tx_desc_errors: 0,
                 retrain_requests: 0,
+                link_resets: 0,
                 ep_up: false,
                 buf: vec![0; BUF],
             };
@@ -545,6 +548,24 @@ impl PortDriver {
                 ctrl.write32(
                     d.reg(reg::PHY_CTRL::OFFSET),
                     reg::PHY_CTRL::ZERO.enable().mask() | reg::PHY_CTRL::ZERO.retrain().mask(),
+                    now,
+                );
+            }
+            if ev == Event::LinkResetRequest {
+                // Documentation/ub/link.rst, "Link reset request": PHY
+                // down (the controller keeps LinkUp 0 until the fabric
+                // took the link down on both ends), engine reset, PHY up;
+                // link_up follows when LinkUp is seen again.
+                d.link_resets += 1;
+                ctrl.write32(d.reg(reg::PHY_CTRL::OFFSET), 0, now);
+                d.link.link_down(now, &mut d.sink);
+                d.link.reset();
+                for q in &mut d.queues.q {
+                    q.clear();
+                }
+                ctrl.write32(
+                    d.reg(reg::PHY_CTRL::OFFSET),
+                    reg::PHY_CTRL::ZERO.enable().mask(),
                     now,
                 );
             }

@@ -109,7 +109,8 @@ pub enum Event {
     RetryRollover,
     /// DL Retry Ack Timeout: no Retry_Ack_Set within the WAIT timeout.
     RetryAckTimeout,
-    /// DL Retry Error: RETRY_REQ_SM entered ERROR; needs [`Link::reset`].
+    /// DL Retry Error: RETRY_REQ_SM entered ERROR (reported; the action
+    /// follows as [`Event::LinkResetRequest`]).
     RetryError,
     /// DL protocol error.
     Protocol(ProtocolError),
@@ -129,8 +130,16 @@ pub enum Event {
     /// The encapsulation mode is now this.
     ModeChanged(Mode),
     /// The retry buffer held a DLLDP at a mode switch (cannot be
-    /// converted); the link needs a reset.
+    /// converted; the action follows as [`Event::LinkResetRequest`]).
     ModeChangeFailed,
+    /// The link must be initialised again from DLL_Disabled on both ends
+    /// (raised after [`Event::RetryError`] and [`Event::ModeChangeFailed`];
+    /// until then this end neither sends nor receives). The driver takes
+    /// the PHY down so that the peer sees LinkUp = 0 too, calls
+    /// [`Link::link_down`] and [`Link::reset`], enables the PHY again and
+    /// calls [`Link::link_up`] once LinkUp is back (`Documentation/ub/link.rst`,
+    /// "Link reset request").
+    LinkResetRequest,
 }
 
 /// Per-link counters (monotonic, wrapping).
@@ -203,6 +212,12 @@ pub struct Counters {
     /// Crd_Acks forced because owed credits waited
     /// `credit_return_delay_ns`.
     pub credit_return_delays: u64,
+    /// Init timeouts: in DLL_Param_Init or DLL_Credit_Init nothing came
+    /// from the peer for `wait_timeout_ns`, so retransmission was
+    /// requested (see [`Timer::Init`]).
+    pub init_timeouts: u64,
+    /// Link reset requests raised ([`Event::LinkResetRequest`]).
+    pub link_reset_requests: u64,
 }
 
 /// Engine configuration.
@@ -473,6 +488,10 @@ pub struct Link<S> {
     now: u64,
     last_release: u64,
     credit_deadline: Option<u64>,
+    /// When the Init exchange last heard from the peer (link up, the end
+    /// of the retry alignment, an accepted retried block): the base of
+    /// [`Timer::Init`].
+    init_heard: u64,
     // Receive side.
     rx_partial: [u8; FLIT_BYTES],
     rx_partial_len: usize,
@@ -537,6 +556,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
             now: 0,
             last_release: 0,
             credit_deadline: None,
+            init_heard: 0,
             rx_partial: [0; FLIT_BYTES],
             rx_partial_len: 0,
             rx_block: [0; MAX_BLOCK_BYTES],
@@ -568,6 +588,10 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
     /// `true` in DLL_Normal (DLL_Status_Up).
     pub fn is_up(&self) -> bool {
         self.dll.state() == DllState::Normal
+    }
+    /// The configuration in use (as clamped by [`Link::new`]).
+    pub const fn config(&self) -> &LinkConfig {
+        &self.cfg
     }
     /// RETRY_REQ_SM state.
     pub const fn retry_req_state(&self) -> RetryReqState {
@@ -658,6 +682,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         };
         if !self.retry.reseal_control_blocks(mode) {
             self.event(Event::ModeChangeFailed);
+            self.request_link_reset();
         }
         self.cfg.mode = mode;
         self.rx_partial_len = 0;
@@ -676,6 +701,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         t.set(Timer::LockoutPoke, self.poke_deadline());
         t.set(Timer::CreditStall, self.credit_deadline);
         t.set(Timer::CreditReturn, self.credit_return_deadline());
+        t.set(Timer::Init, self.init_deadline());
         t
     }
 
@@ -689,6 +715,14 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
     fn partial_block_deadline(&self) -> Option<u64> {
         (self.rx_have > 0 && self.req.state() == RetryReqState::Normal)
             .then_some(self.rx_block_deadline)
+    }
+
+    /// When the Init exchange, waiting for the peer with RETRY_REQ_SM in
+    /// NORMAL, requests retransmission (see [`Timer::Init`]).
+    fn init_deadline(&self) -> Option<u64> {
+        (matches!(self.dll.state(), DllState::ParamInit | DllState::CreditInit)
+            && self.req.state() == RetryReqState::Normal)
+            .then_some(self.init_heard.saturating_add(self.cfg.wait_timeout_ns))
     }
 
     /// When owed credits must go out in a Crd_Ack, whatever their count.
@@ -746,9 +780,19 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
                 self.counters.retrains = self.counters.retrains.wrapping_add(1);
                 self.event(Event::RetrainRequest);
             }
-            RetryReqState::Error => self.event(Event::RetryError),
+            RetryReqState::Error => {
+                self.event(Event::RetryError);
+                self.request_link_reset();
+            }
             _ => {}
         }
+    }
+
+    /// Asks the driver to initialise the link again on both ends
+    /// ([`Event::LinkResetRequest`]).
+    fn request_link_reset(&mut self) {
+        self.counters.link_reset_requests = self.counters.link_reset_requests.wrapping_add(1);
+        self.event(Event::LinkResetRequest);
     }
 
     // ----- PHY and management inputs ------------------------------------
@@ -763,6 +807,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
             return;
         }
         self.init.start(self.tracer);
+        self.init_heard = now;
         self.sync_dll();
         let entered = self.req.enter_req(self.tracer);
         self.entered(entered);
@@ -900,6 +945,15 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
                     let entered = self.req.enter_req(self.tracer);
                     self.entered(entered);
                 }
+                Timer::Init => {
+                    // The peer's Init Block or initial credits may have
+                    // been lost without the PHY noticing: ask for
+                    // everything after RcvPtr again. Counted like any
+                    // entry into REQ, so a peer that never answers ends
+                    // in RETRAIN and then ERROR (a link reset request).
+                    self.counters.init_timeouts = self.counters.init_timeouts.wrapping_add(1);
+                    self.block_error(now);
+                }
                 Timer::CreditStall => {
                     self.credit_deadline = None;
                     self.counters.credit_timeouts = self.counters.credit_timeouts.wrapping_add(1);
@@ -950,6 +1004,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
     fn accept_retried(&mut self, flits: usize, pure_ack: bool) {
         let m = self.peer_modulus();
         self.req.accept(flits, m);
+        self.init_heard = self.now;
         self.owed_acks = self.owed_acks.saturating_add(flits as u32);
         if pure_ack {
             self.owed_pure = self.owed_pure.saturating_add(flits as u32);

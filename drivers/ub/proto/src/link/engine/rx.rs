@@ -83,7 +83,10 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
                 // Discard until a Retry_Ack_Set: only single-flit retry
                 // blocks are recognised, each on its own CRC.
                 match ControlBlock::decode(self.cfg.mode, flit) {
-                    Ok((cb, _)) if is_retry_block(&cb) => self.on_retry_block(now, &cb, flit),
+                    Ok((cb, _)) if is_retry_block(&cb) => {
+                        self.counters.rx_blocks = self.counters.rx_blocks.wrapping_add(1);
+                        self.on_retry_block(now, &cb, flit);
+                    }
                     _ => self.discard(1),
                 }
             }
@@ -399,7 +402,10 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
             ControlBlock::RetryReq(r) => self.on_retry_req(r, at),
             ControlBlock::RetryAck(a) => {
                 match self.req.retry_ack(a.rd_ptr, flit, at, self.tracer) {
-                    AckVerdict::Resumed => self.rx_have = 0,
+                    AckVerdict::Resumed => {
+                        self.rx_have = 0;
+                        self.init_heard = now;
+                    }
                     // A stale set restarts the peer's retransmission behind
                     // us: realign by requesting from our RcvPtr.
                     AckVerdict::Realign => self.block_error(now),

@@ -28,15 +28,24 @@ pub enum Timer {
     /// `poll_transmit`. The bound in time that complements the bound in
     /// count (`credit_return_threshold`).
     CreditReturn,
+    /// Init timeout: in DLL_Param_Init or DLL_Credit_Init with
+    /// RETRY_REQ_SM in NORMAL, nothing came from the peer for
+    /// `wait_timeout_ns` since link up, the end of the retry alignment or
+    /// the last accepted retried block → REQ (a Retry_Req_Set from
+    /// RcvPtr, counted), so a peer's Init Block or Crd_Ack(T=1) lost
+    /// without a PHY report is resent, and a peer that never answers
+    /// leads to RETRAIN and ERROR instead of a silent stall.
+    Init,
 }
 
 impl Timer {
     /// Number of timers.
-    pub const COUNT: usize = 5;
+    pub const COUNT: usize = 6;
     /// Every timer, in the order `handle_timeout` serves them.
     pub const ALL: [Self; Self::COUNT] = [
         Self::PartialBlock,
         Self::Wait,
+        Self::Init,
         Self::CreditStall,
         Self::CreditReturn,
         Self::LockoutPoke,
@@ -50,6 +59,7 @@ impl Timer {
             Self::LockoutPoke => 2,
             Self::CreditStall => 3,
             Self::CreditReturn => 4,
+            Self::Init => 5,
         }
     }
 }
