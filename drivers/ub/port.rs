@@ -55,7 +55,8 @@ use crate::link::DllState;
 use crate::pci::Shared;
 use crate::regs::{
     RxRing, TxRing, ERR_STATUS, INT_CAUSE, INT_MASK, INT_MODERATION, PHY_CTRL, PHY_LANE_RATE,
-    PHY_STATUS, RING_BASE_HI, RING_BASE_LO, RING_CTRL, RING_HEAD, RING_SIZE, RING_TAIL,
+    PHY_LINK_DOWNS, PHY_STATUS, RING_BASE_HI, RING_BASE_LO, RING_CTRL, RING_HEAD, RING_SIZE,
+    RING_TAIL,
 };
 use crate::ring::{DmaRing, BUF_BYTES};
 use crate::snapshot::{DevCounters, PortEvent, PortSettings, PortSnapshot, VlSnapshot};
@@ -75,12 +76,6 @@ const RETRY_SLOTS: usize = 1024;
 /// Least time between two MSI-X messages of a port (µs): bounds the
 /// interrupt rate a busy (or hostile) device can cause.
 const INT_MODERATION_US: u32 = 20;
-/// Longest time a port may stay in link initialisation with its PHY up
-/// before the driver takes the PHY down and up again (a link whose peer
-/// stopped answering, e.g. after it was reset mid-exchange).
-const INIT_WATCHDOG_NS: u64 = 2_000_000_000;
-/// How long the PHY stays down for such a re-initialisation.
-const REINIT_DOWN_NS: u64 = 5_000_000;
 /// Interrupts without any cause in one run of the work before the port is
 /// said to be under an interrupt storm (counted, and its causes masked
 /// until the next run).
@@ -307,12 +302,11 @@ struct PortState {
     reported: DllState,
     /// Interrupt storms seen.
     storms: u64,
-    /// Since when the link has been initialising with the PHY up.
-    init_since: Option<u64>,
-    /// The PHY is held down until then by the init watchdog.
-    reinit_until: Option<u64>,
-    /// Re-initialisations by the watchdog.
-    reinits: u64,
+    /// `PHY_LINK_DOWNS` as last read: a LinkUp 1→0→1 between two runs of
+    /// the work shows only here.
+    phy_link_downs: u32,
+    /// Link resets carried out for the engine (`Event::LinkResetRequest`).
+    link_resets: u64,
 }
 
 /// One port (see the module documentation).
@@ -392,9 +386,8 @@ impl Port {
             timer_deadline: None,
             reported: DllState::Disabled,
             storms: 0,
-            init_since: None,
-            reinit_until: None,
-            reinits: 0,
+            phy_link_downs: 0,
+            link_resets: 0,
         };
         Arc::pin_init(
             pin_init!(Self {
@@ -427,6 +420,10 @@ impl Port {
             let bar = self.shared.bar.try_access().ok_or(ENODEV)?;
             st.program_rings(&bar, self.index)?;
             let p = self.idx();
+            // Link-downs before this load are not ours to count.
+            st.phy_link_downs = bar
+                .try_read(PHY_LINK_DOWNS::try_at(p).ok_or(ENODEV)?)?
+                .into_raw();
             bar.try_write(
                 INT_MODERATION::try_at(p).ok_or(ENODEV)?,
                 INT_MODERATION::from_raw(INT_MODERATION_US),
@@ -709,7 +706,7 @@ impl PortState {
     /// Writes `PHY_CTRL`: enabled if administratively up, with a retrain
     /// request if `retrain`.
     fn write_phy_ctrl(&self, bar: &Bar0Access<'_>, p: usize, retrain: bool) -> Result {
-        let enable = self.admin_up && self.reinit_until.is_none();
+        let enable = self.admin_up;
         let v = PHY_CTRL::zeroed()
             .with_enable(enable)
             .with_retrain(retrain && enable);
@@ -794,6 +791,25 @@ impl PortState {
         Ok(())
     }
 
+    /// The PHY link went down: the engine forgets the link, and what was
+    /// queued for it is dropped (the endpoint routes round this port from
+    /// its next round).
+    fn link_down(&mut self, now: u64) {
+        let mut dropped = 0;
+        let mut poisoned = 0;
+        let mut sink = Assembler {
+            up: &mut self.up,
+            cur_len: 0,
+            cur_cfg: 0,
+            overflow: false,
+            dropped: &mut dropped,
+            poisoned: &mut poisoned,
+            asm: &mut self.asm,
+        };
+        self.link.link_down(now, &mut sink);
+        self.txq.clear();
+    }
+
     fn ring_fault(&mut self, f: RingFault) {
         match f {
             RingFault::HeadOutOfRange(_) => self.dev.bad_head += 1,
@@ -817,28 +833,26 @@ impl PortState {
         self.lane_rate_mbps = bar
             .try_read(PHY_LANE_RATE::try_at(p).ok_or(ENODEV)?)?
             .into_raw();
-        if up != self.phy_up {
-            self.phy_up = up;
-            if !up {
+        let downs = bar
+            .try_read(PHY_LINK_DOWNS::try_at(p).ok_or(ENODEV)?)?
+            .into_raw();
+        // The link went down since the last run, even if it is up again
+        // now: the peer restarted from DLL_Disabled, so must this end.
+        let flapped = downs != self.phy_link_downs;
+        self.phy_link_downs = downs;
+        if up != self.phy_up || flapped {
+            if !up || flapped {
                 self.link_downs += 1;
             }
+            self.phy_up = up;
+        }
+        if flapped && self.link.state() != DllState::Disabled {
+            self.link_down(now);
         }
         if up && self.link.state() == DllState::Disabled {
             self.link.link_up(now);
         } else if !up && self.link.state() != DllState::Disabled {
-            let mut dropped = 0;
-            let mut poisoned = 0;
-            let mut sink = Assembler {
-                up: &mut self.up,
-                cur_len: 0,
-                cur_cfg: 0,
-                overflow: false,
-                dropped: &mut dropped,
-                poisoned: &mut poisoned,
-                asm: &mut self.asm,
-            };
-            self.link.link_down(now, &mut sink);
-            self.txq.clear();
+            self.link_down(now);
         }
         let cause = INT_CAUSE::from_raw(causes);
         if cause.retrain_done() {
@@ -858,55 +872,35 @@ impl PortState {
                 self.dev.rx_desc_errors += 1;
             }
         }
-        self.watchdog(bar, p, now)?;
         self.poll_rx(bar, port, now)?;
         if self.link.poll_timeout().is_some_and(|t| t <= now) {
             self.link.handle_timeout(now);
         }
         while let Some(ev) = self.link.poll_event() {
-            if ev == Event::RetrainRequest {
-                self.write_phy_ctrl(bar, p, true)?;
+            match ev {
+                Event::RetrainRequest => self.write_phy_ctrl(bar, p, true)?,
+                // The engine gave up (RETRY_REQ_SM ERROR, a failed mode
+                // change): take the link down on both ends and start over
+                // (Documentation/ub/link.rst, "Link reset request").
+                Event::LinkResetRequest => {
+                    self.link_resets += 1;
+                    if self.link_resets.is_power_of_two() {
+                        pr_warn!(
+                            "ub: port {}: link reset (the link layer gave up; reset {})\n",
+                            port,
+                            self.link_resets
+                        );
+                    }
+                    bar.try_write(PHY_CTRL::try_at(p).ok_or(ENODEV)?, PHY_CTRL::zeroed())?;
+                    self.link_down(now);
+                    self.link.reset();
+                    self.phy_up = false;
+                    self.write_phy_ctrl(bar, p, false)?;
+                }
+                _ => {}
             }
         }
         self.poll_tx(bar, port, now)
-    }
-
-    /// The init watchdog: a link that stays in initialisation with its PHY
-    /// up for [`INIT_WATCHDOG_NS`] is re-initialised from scratch: the PHY
-    /// goes down for [`REINIT_DOWN_NS`] (both ends see the link go down and
-    /// restart from DLL_Disabled), then up again.
-    fn watchdog(&mut self, bar: &Bar0Access<'_>, p: usize, now: u64) -> Result {
-        if let Some(until) = self.reinit_until {
-            if now >= until {
-                self.reinit_until = None;
-                self.write_phy_ctrl(bar, p, false)?;
-            }
-            return Ok(());
-        }
-        let initialising = self.phy_up
-            && matches!(
-                self.link.state(),
-                DllState::ParamInit | DllState::CreditInit
-            );
-        if !initialising {
-            self.init_since = None;
-            return Ok(());
-        }
-        let since = *self.init_since.get_or_insert(now);
-        if now.saturating_sub(since) >= INIT_WATCHDOG_NS {
-            self.init_since = None;
-            self.reinits += 1;
-            self.reinit_until = Some(now.saturating_add(REINIT_DOWN_NS));
-            if self.reinits.is_power_of_two() {
-                pr_warn!(
-                    "ub: port {}: link initialisation stalled, taking the PHY down and up (re-init {})\n",
-                    p,
-                    self.reinits
-                );
-            }
-            self.write_phy_ctrl(bar, p, false)?;
-        }
-        Ok(())
     }
 
     fn poll_rx(&mut self, bar: &Bar0Access<'_>, port: u32, now: u64) -> Result {
@@ -1017,15 +1011,11 @@ impl PortState {
     /// Arms the hrtimer for the link's next deadline (or a slow poll while
     /// the PHY is down, to notice LinkUp even without an interrupt).
     fn arm_timer(&mut self, port: &Arc<Port>, now: u64) {
-        let watchdog = self
-            .reinit_until
-            .or(self.init_since.map(|t| t.saturating_add(INIT_WATCHDOG_NS)));
-        let deadline = match (self.link.poll_timeout(), watchdog) {
-            (Some(a), Some(b)) => a.min(b),
-            (Some(a), None) | (None, Some(a)) => a,
-            // Nothing due: a slow poll notices LinkUp without an interrupt.
-            (None, None) => now.saturating_add(100_000_000),
-        };
+        // Nothing due: a slow poll notices LinkUp without an interrupt.
+        let deadline = self
+            .link
+            .poll_timeout()
+            .unwrap_or(now.saturating_add(100_000_000));
         if self.timer_deadline == Some(deadline) && self.timer.is_some() {
             return;
         }

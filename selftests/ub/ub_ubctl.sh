@@ -113,6 +113,65 @@ t_ping_peer() {
 	done
 	shows '100 packets transmitted, 100 received, 0% packet loss' ping -c 100 -i 0.02 -I 0 "$them"
 }
+# Asks the host to change the fabric: scripts/fabric-guest-test runs
+# `ub-fabric ARGS` on its control socket when it reads this line on the
+# selftest stream (written there at once: the guest's init prints a test's
+# output only when the test ends). The wait lets the host poll it.
+fabric() {
+	echo "# ub-host-hook: $*" > /dev/ttyS1
+	echo "# asked the host: ub-fabric $*"
+	sleep 0.5
+}
+# Sum of a link counter over both ports.
+link_stat() {
+	"$UBCTL" -j -s port show 0 | grep -o "\"$1\":[0-9]*" | awk -F: '{ s += $2 } END { print s + 0 }'
+}
+# BER 1e-5 on both links of this guest: the link layer repairs every bit
+# error (its retry counters move), so not one echo is lost.
+t_ber() {
+	before=$(link_stat retry-req-sets)
+	fabric link "vm$guest.0" --ber 1e-5
+	fabric link "vm$guest.1" --ber 1e-5
+	sleep 2
+	shows '1000 packets transmitted, 1000 received, 0% packet loss' ping -c 1000 -i 0.01 -I 0 "$target"
+	rc=$?
+	after=$(link_stat retry-req-sets)
+	crc=$(link_stat rx-crc-errors)
+	echo "# retry-req-sets $before -> $after, rx-crc-errors $crc"
+	fabric link "vm$guest.0" --ber 0
+	fabric link "vm$guest.1" --ber 0
+	[ $rc -eq 0 ] && [ "$after" -gt "$before" ]
+}
+# Port 1's link pulled at the fabric while pings run: the echoes continue
+# over plane 0, losing at most what was in flight on port 1, and the
+# monitor group announces the link-down.
+t_port_down() {
+	"$UBCTL" -j monitor > /tmp/ubctl-down.out 2>&1 &
+	mon=$!
+	"$UBCTL" ping -c 300 -i 0.02 -I 0 "$target" > /tmp/ubctl-ping.out 2>&1 &
+	png=$!
+	sleep 1
+	fabric link "vm$guest.1" --down
+	wait "$png"
+	sed 's/^/# /' /tmp/ubctl-ping.out
+	kill "$mon" 2>/dev/null
+	wait "$mon" 2>/dev/null
+	sed 's/^/# monitor: /' /tmp/ubctl-down.out
+	fabric link "vm$guest.1" --up
+	got=$(sed -n 's/.* \([0-9]*\) received.*/\1/p' /tmp/ubctl-ping.out)
+	echo "# $got of 300 echoes came back"
+	grep '"event":"link-down"' /tmp/ubctl-down.out | grep -q '"index":1' && [ "${got:-0}" -ge 290 ]
+}
+# After the cable is back, port 1 reaches DLL_Normal again.
+t_port_back() {
+	i=0
+	until "$UBCTL" -j port show 0/1 | grep -q '"dll-state":"normal"'; do
+		i=$((i + 1))
+		[ $i -le 300 ] || return 1
+		sleep 0.1
+	done
+}
+
 t_monitor() {
 	"$UBCTL" -j monitor -c 2 > /tmp/ubctl-monitor.out 2>&1 &
 	pid=$!
@@ -130,7 +189,7 @@ t_monitor() {
 }
 t_stats() { shows '"echo-requests"' -j stats 0; }
 
-ktap_set_plan 19
+ktap_set_plan 22
 ktap_test_result "insmod ub.ko" insmod "$MODULE"
 ktap_test_result "dev show -j" t_dev_json
 ktap_test_result "a device by its name" t_dev_name
@@ -150,6 +209,22 @@ if grep -qw ubtest.solo=1 /proc/cmdline; then
 else
 	ktap_test_result "ping the peer guest $them" t_ping_peer
 fi
+# The fault cases ping the peer, or this guest's own address without one.
+target=$them
+grep -qw ubtest.solo=1 /proc/cmdline && target=$me
+ktap_test_result "BER 1e-5 on both links: ping -c 1000 loses nothing, link retries > 0" t_ber
+# Known defect, open in issue 10: while a plane is down, echoes are lost
+# (48-83 % measured) instead of only those in flight. Reported as a TODO
+# (an expected failure, shown as such) until it is fixed; a pass is shown
+# as a pass.
+if t_port_down; then
+	ktap_test_pass "port 1 down at the fabric: pings continue over port 0, link-down on monitor"
+else
+	echo "not ok $((KTAP_TESTNUM)) port 1 down at the fabric: pings continue over port 0 # TODO known defect: echoes lost while a plane is down"
+	KTAP_TESTNUM=$((KTAP_TESTNUM + 1))
+	KTAP_CNT_XFAIL=$((KTAP_CNT_XFAIL + 1))
+fi
+ktap_test_result "port 1 back up: DLL_Normal again" t_port_back
 ktap_test_result "monitor shows link-down and link-up" t_monitor
 ktap_test_result "stats -j" t_stats
 ktap_test_result "completion" ok completion bash

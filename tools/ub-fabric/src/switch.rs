@@ -536,29 +536,12 @@ pub struct Switch {
     seed: u64,
 }
 
-/// The data link configuration of every switch port. The peers of a
-/// switch include guests whose driver runs the link from a work item under
-/// TCG, answering in 0.1–2 ms rather than the microseconds of hardware: with
-/// the engine's 10 µs WAIT timeout a switch port spent its whole retry
-/// budget (NUM_RETRY_THRESHOLD rounds, NUM_PHY_REINIT_THRESHOLD retrains)
-/// before a guest's first answer and never initialised. The WAIT timeout
-/// is the guest driver's (`drivers/ub/port.rs`), so both ends retry at the
-/// same pace.
-pub fn switch_link_config() -> LinkConfig {
-    LinkConfig {
-        wait_timeout_ns: 2_000_000,
-        credit_return_delay_ns: 200_000,
-        credit_timeout_ns: 500_000_000,
-        ..LinkConfig::default()
-    }
-}
-
 impl Switch {
     /// A switch with `ports` engine ports.
     pub fn new(name: &str, ports: usize, params: SwitchParams, seed: u64, stream: u64) -> Self {
         let ports = (0..ports)
             .map(|_| {
-                let link: Box<dyn PortLink> = match EnginePort::new(switch_link_config()) {
+                let link: Box<dyn PortLink> = match EnginePort::new(LinkConfig::default()) {
                     Some(e) => Box::new(e),
                     None => unreachable!("RETRY_DEPTH is above the engine's minimum"),
                 };
@@ -620,9 +603,19 @@ impl Switch {
         let (dst, width, src) = route_key(hdr);
         let entry = RouteTable::new(&self.routes).lookup(dst, width).copied()?;
         let not_back = !(1u64 << ingress.min(63));
+        // A port whose link is down is left out of the set, as a host
+        // endpoint leaves out its own down ports: traffic to a host whose
+        // plane lost a cable goes round through the other switch.
+        let up = self
+            .ports
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.link.is_up())
+            .fold(0u64, |m, (i, _)| m | 1u64.checked_shl(i as u32).unwrap_or(0));
+        let usable = not_back & up;
         let e = RouteEntry {
-            ports: entry.ports & not_back,
-            shortest: entry.shortest & not_back,
+            ports: entry.ports & usable,
+            shortest: entry.shortest & usable,
             ..entry
         };
         let rt = RoutingType::from_bits(rt);

@@ -69,8 +69,51 @@ struct RunArgs {
     /// Directory for the consoles and selftest streams.
     #[arg(long)]
     out: PathBuf,
+    /// A program the guests may run on the host: each line
+    /// `# ub-host-hook: ARG...` a guest writes to its selftest stream runs
+    /// `PROGRAM ARG...` once (no shell), logged in OUT/hooks.log. The
+    /// fabric tests use it to reach ub-fabric's control socket (take a
+    /// port down, set a bit error rate) at a point the guest chooses.
+    #[arg(long)]
+    host_hook: Option<PathBuf>,
     #[command(flatten)]
     expect: Expectations,
+}
+
+/// The prefix of a guest's request to run the host hook.
+const HOOK_MARKER: &str = "# ub-host-hook:";
+
+/// Runs the host hook for every request line in `stream` past the first
+/// `done` lines; returns the new count of lines seen.
+fn run_hooks(hook: &Path, guest: &str, stream: &str, done: usize, log: &mut fs::File) -> usize {
+    use std::io::Write;
+    let lines: Vec<&str> = stream.lines().collect();
+    // The last line may still be incomplete: wait for its newline.
+    let complete = if stream.ends_with('\n') {
+        lines.len()
+    } else {
+        lines.len().saturating_sub(1)
+    };
+    for line in lines.iter().take(complete).skip(done) {
+        let Some(rest) = line.trim().strip_prefix(HOOK_MARKER) else {
+            continue;
+        };
+        let argv: Vec<&str> = rest.split_whitespace().collect();
+        let out = Command::new(hook).args(&argv).stdin(Stdio::null()).output();
+        let _ = match out {
+            Ok(o) => writeln!(
+                log,
+                "[{guest}] {} {}: {}\n{}{}",
+                hook.display(),
+                argv.join(" "),
+                o.status,
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+            Err(e) => writeln!(log, "[{guest}] {}: {e}", hook.display()),
+        };
+    }
+    complete.max(done)
 }
 
 #[derive(Args)]
@@ -235,12 +278,24 @@ fn boot(args: &RunArgs, guests: &[Guest]) -> Result<Boot> {
         children.push((g.name.clone(), child, log));
     }
     let deadline = start + Duration::from_secs(args.timeout);
+    let mut hook_log = match &args.host_hook {
+        Some(_) => Some(fs::File::create(args.out.join("hooks.log"))?),
+        None => None,
+    };
+    let mut hook_seen = vec![0usize; guests.len()];
     let mut boot = Boot {
         timed_out: Vec::new(),
         failed_exit: Vec::new(),
         elapsed: Duration::ZERO,
     };
     while !children.is_empty() {
+        if let (Some(hook), Some(log)) = (&args.host_hook, hook_log.as_mut()) {
+            for (g, seen) in guests.iter().zip(hook_seen.iter_mut()) {
+                if let Ok(b) = fs::read(ktap_path(&args.out, &g.name)) {
+                    *seen = run_hooks(hook, &g.name, &String::from_utf8_lossy(&b), *seen, log);
+                }
+            }
+        }
         let mut i = 0;
         while i < children.len() {
             if let Some(status) = children[i].1.try_wait()? {
@@ -434,6 +489,29 @@ fn main() -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_hooks_run_once_per_complete_line() {
+        let dir = std::env::temp_dir().join(format!("ub-vmtest-hook-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let log_path = dir.join("hooks.log");
+        let mut log = fs::File::create(&log_path).unwrap();
+        let echo = Path::new("/bin/echo");
+        let stream = "ok 1 a\n# ub-host-hook: link vm0.1 --down\n# ub-host-hook: par";
+        let seen = run_hooks(echo, "vm0", stream, 0, &mut log);
+        assert_eq!(seen, 2, "the incomplete last line waits");
+        // The same lines again run nothing; the completed line runs once.
+        let stream = format!("{stream}tial\n");
+        let seen = run_hooks(echo, "vm0", &stream, seen, &mut log);
+        assert_eq!(seen, 3);
+        assert_eq!(run_hooks(echo, "vm0", &stream, seen, &mut log), 3);
+        drop(log);
+        let text = fs::read_to_string(&log_path).unwrap();
+        assert_eq!(text.matches("link vm0.1 --down").count(), 2, "{text}"); // command + echo output
+        assert_eq!(text.matches("/bin/echo partial").count(), 1, "{text}");
+        assert!(!text.contains("ok 1 a"), "{text}");
+        let _ = fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn guest_specs() {
