@@ -220,8 +220,8 @@ ktap_test_result "BER 1e-5 on both links: ping -c 1000 loses nothing, link retri
 if t_port_down; then
 	ktap_test_pass "port 1 down at the fabric: pings continue over port 0, link-down on monitor"
 else
-	echo "not ok $((KTAP_TESTNUM)) port 1 down at the fabric: pings continue over port 0 # TODO known defect: echoes lost while a plane is down"
-	KTAP_TESTNUM=$((KTAP_TESTNUM + 1))
+	__ktap_test "not ok" "port 1 down at the fabric: pings continue over port 0" \
+		"TODO known defect: echoes lost while a plane is down"
 	KTAP_CNT_XFAIL=$((KTAP_CNT_XFAIL + 1))
 fi
 ktap_test_result "port 1 back up: DLL_Normal again" t_port_back
