@@ -812,8 +812,8 @@ impl PortState {
 
     fn ring_fault(&mut self, f: RingFault) {
         match f {
-            RingFault::HeadOutOfRange(_) => self.dev.bad_head += 1,
-            RingFault::HeadOutsideWindow(_) => self.dev.double_completion += 1,
+            RingFault::HeadOutOfRange(_) | RingFault::HeadBeyondTail(_) => self.dev.bad_head += 1,
+            RingFault::HeadMovedBack(_) => self.dev.double_completion += 1,
         }
     }
 

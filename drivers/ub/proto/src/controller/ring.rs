@@ -23,9 +23,13 @@ use super::{ring_next, ring_pending, ring_size_ok, Desc, DESC_STATUS, FLIT_BYTES
 pub enum RingFault {
     /// The head is not an index of the ring.
     HeadOutOfRange(u32),
-    /// The head lies in the slots the driver owns: it moved backwards over
-    /// slots already completed (a double completion), or past the tail.
-    HeadOutsideWindow(u32),
+    /// The head lies in the slots the driver owns, nearer the oldest
+    /// in-flight slot: it moved backwards over slots already completed,
+    /// which would complete them twice.
+    HeadMovedBack(u32),
+    /// The head lies in the slots the driver owns, nearer the tail: past
+    /// the last slot the driver gave the device.
+    HeadBeyondTail(u32),
 }
 
 /// A completed descriptor the driver refuses.
@@ -159,7 +163,15 @@ impl RingCursor {
         }
         let done = ring_pending(self.clean, head, self.size);
         if done > self.in_flight() {
-            return Err(RingFault::HeadOutsideWindow(head));
+            // Which end of the driver's slots it is nearer says what the
+            // device did.
+            let back = ring_pending(head, self.clean, self.size);
+            let past = ring_pending(self.tail, head, self.size);
+            return Err(if back <= past {
+                RingFault::HeadMovedBack(head)
+            } else {
+                RingFault::HeadBeyondTail(head)
+            });
         }
         Ok(done)
     }
@@ -233,9 +245,9 @@ mod tests {
             Err(RingFault::HeadOutOfRange(u32::MAX))
         );
         // Beyond the tail (4): slots the device was never given.
-        assert_eq!(r.completed(5), Err(RingFault::HeadOutsideWindow(5)));
-        // Backwards (clean is 2): slots 0 and 1 would complete twice.
-        assert_eq!(r.completed(1), Err(RingFault::HeadOutsideWindow(1)));
+        assert_eq!(r.completed(5), Err(RingFault::HeadBeyondTail(5)));
+        // Backwards (clean is 2): slot 1 would complete twice.
+        assert_eq!(r.completed(1), Err(RingFault::HeadMovedBack(1)));
         assert_eq!(r, before);
         assert_eq!(r.completed(2), Ok(0), "no progress is not a fault");
         assert_eq!(r.completed(4), Ok(2));
