@@ -611,7 +611,9 @@ impl Switch {
             .iter()
             .enumerate()
             .filter(|(_, p)| p.link.is_up())
-            .fold(0u64, |m, (i, _)| m | 1u64.checked_shl(i as u32).unwrap_or(0));
+            .fold(0u64, |m, (i, _)| {
+                m | 1u64.checked_shl(i as u32).unwrap_or(0)
+            });
         let usable = not_back & up;
         let e = RouteEntry {
             ports: entry.ports & usable,
