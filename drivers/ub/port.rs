@@ -26,7 +26,7 @@
 use kernel::{
     bindings, impl_has_hr_timer,
     io::{
-        register::{Array, WithBase},
+        register::{Array, RegisterBase, WithBase},
         Io,
     },
     new_mutex,
@@ -54,7 +54,7 @@ use crate::link::retry::RetrySlot;
 use crate::link::DllState;
 use crate::pci::Shared;
 use crate::regs::{
-    RxRing, TxRing, ERR_STATUS, INT_CAUSE, INT_MASK, INT_MODERATION, PHY_CTRL, PHY_LANE_RATE,
+    Ring, RxRing, TxRing, ERR_STATUS, INT_CAUSE, INT_MASK, INT_MODERATION, PHY_CTRL, PHY_LANE_RATE,
     PHY_LINK_DOWNS, PHY_STATUS, RING_BASE_HI, RING_BASE_LO, RING_CTRL, RING_HEAD, RING_SIZE,
     RING_TAIL,
 };
@@ -702,6 +702,24 @@ impl Port {
 /// BAR0 while it is mapped (what [`Bar0`]'s guard dereferences to).
 pub(crate) type Bar0Access<'a> = kernel::pci::Bar<'a, { crate::pci::BAR0_SIZE }>;
 
+/// Writes the base and size of ring block `B` (the TX or the RX ring) of
+/// port `p`; the ring must be disabled (the registers are RW* only then).
+fn program_ring<B: RegisterBase<Ring>>(bar: &Bar0Access<'_>, p: usize, base: u64) -> Result {
+    let (lo, hi) = hw::split_u64(base);
+    bar.try_write(
+        RING_BASE_LO::of::<B>().try_at(p).ok_or(ENODEV)?,
+        RING_BASE_LO::from_raw(lo),
+    )?;
+    bar.try_write(
+        RING_BASE_HI::of::<B>().try_at(p).ok_or(ENODEV)?,
+        RING_BASE_HI::from_raw(hi),
+    )?;
+    bar.try_write(
+        RING_SIZE::of::<B>().try_at(p).ok_or(ENODEV)?,
+        RING_SIZE::from_raw(RING_SLOTS),
+    )
+}
+
 impl PortState {
     /// Writes `PHY_CTRL`: enabled if administratively up, with a retrain
     /// request if `retrain`.
@@ -732,32 +750,8 @@ impl PortState {
         self.disable_rings(bar, port)?;
         self.tx.reset();
         self.rx.reset();
-        let (tlo, thi) = hw::split_u64(self.tx.base());
-        let (rlo, rhi) = hw::split_u64(self.rx.base());
-        bar.try_write(
-            RING_BASE_LO::of::<TxRing>().try_at(p).ok_or(ENODEV)?,
-            RING_BASE_LO::from_raw(tlo),
-        )?;
-        bar.try_write(
-            RING_BASE_HI::of::<TxRing>().try_at(p).ok_or(ENODEV)?,
-            RING_BASE_HI::from_raw(thi),
-        )?;
-        bar.try_write(
-            RING_SIZE::of::<TxRing>().try_at(p).ok_or(ENODEV)?,
-            RING_SIZE::from_raw(RING_SLOTS),
-        )?;
-        bar.try_write(
-            RING_BASE_LO::of::<RxRing>().try_at(p).ok_or(ENODEV)?,
-            RING_BASE_LO::from_raw(rlo),
-        )?;
-        bar.try_write(
-            RING_BASE_HI::of::<RxRing>().try_at(p).ok_or(ENODEV)?,
-            RING_BASE_HI::from_raw(rhi),
-        )?;
-        bar.try_write(
-            RING_SIZE::of::<RxRing>().try_at(p).ok_or(ENODEV)?,
-            RING_SIZE::from_raw(RING_SLOTS),
-        )?;
+        program_ring::<TxRing>(bar, p, self.tx.base())?;
+        program_ring::<RxRing>(bar, p, self.rx.base())?;
         let enable = RING_CTRL::zeroed().with_enable(true);
         bar.try_write(RING_CTRL::of::<TxRing>().try_at(p).ok_or(ENODEV)?, enable)?;
         bar.try_write(RING_CTRL::of::<RxRing>().try_at(p).ok_or(ENODEV)?, enable)?;
