@@ -188,8 +188,34 @@ t_monitor() {
 	grep -q '"event":"link-down"' /tmp/ubctl-monitor.out && grep -q '"event":"link-up"' /tmp/ubctl-monitor.out
 }
 t_stats() { shows '"echo-requests"' -j stats 0; }
+# Unbinding the controller while pings run: the pings fail cleanly (the
+# device is gone), no kernel report; binding it again brings the links
+# back and the device answers again once configured.
+t_unbind() {
+	pci=$(basename "$(readlink -f /sys/bus/pci/drivers/ub/0000:* 2>/dev/null | head -1)")
+	[ -n "$pci" ] || return 1
+	"$UBCTL" ping -c 400 -i 0.005 -W 1 -I 0 "$me" > /dev/null 2>&1 &
+	png=$!
+	sleep 0.5
+	echo "$pci" > /sys/bus/pci/drivers/ub/unbind || return 1
+	wait "$png"
+	[ ! -e "/sys/bus/pci/drivers/ub/$pci" ] || return 1
+	echo "$pci" > /sys/bus/pci/drivers/ub/bind || return 1
+	links_up && ok addr add 0 "$me" && ok route add 0 10.0.0.0/16 ports 0,1 per-packet &&
+		shows '5 packets transmitted, 5 received' ping -c 5 -i 0.05 -I 0 "$me"
+}
+# rmmod while pings run.
+t_rmmod_busy() {
+	"$UBCTL" ping -c 400 -i 0.005 -W 1 -I 0 "$me" > /dev/null 2>&1 &
+	png=$!
+	sleep 0.5
+	rmmod ub
+	rc=$?
+	wait "$png"
+	[ $rc -eq 0 ] && [ ! -d /sys/module/ub ]
+}
 
-ktap_set_plan 22
+ktap_set_plan 23
 ktap_test_result "insmod ub.ko" insmod "$MODULE"
 ktap_test_result "dev show -j" t_dev_json
 ktap_test_result "a device by its name" t_dev_name
@@ -228,5 +254,6 @@ ktap_test_result "port 1 back up: DLL_Normal again" t_port_back
 ktap_test_result "monitor shows link-down and link-up" t_monitor
 ktap_test_result "stats -j" t_stats
 ktap_test_result "completion" ok completion bash
-ktap_test_result "rmmod ub" rmmod ub
+ktap_test_result "unbind the controller while pings run, bind it again" t_unbind
+ktap_test_result "rmmod ub while pings run" t_rmmod_busy
 ktap_finished
