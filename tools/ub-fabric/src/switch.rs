@@ -136,6 +136,15 @@ pub fn host_port_config(wait_timeout_ns: u64) -> LinkConfig {
     }
 }
 
+/// Why [`Switch::route`] found no egress port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NoEgress {
+    /// No route to the destination (or only back to the ingress port).
+    NoRoute,
+    /// The route's every other port has its link down.
+    LinkDown,
+}
+
 /// A [`PortLink`] running the `ub-proto` data link engine.
 pub struct EnginePort {
     link: Link<Vec<RetrySlot>>,
@@ -615,14 +624,34 @@ impl Switch {
         }
     }
 
-    /// Chooses the egress port of a packet received on `ingress`.
-    fn route(&mut self, hdr: &NetHeader, rt: u8, ingress: usize) -> Option<usize> {
+    /// Bit `p` set for each port `p` (below 64) whose link is up.
+    fn up_ports(&self) -> u64 {
+        self.ports
+            .iter()
+            .take(64)
+            .enumerate()
+            .filter(|(_, p)| p.link.is_up())
+            .fold(0, |m, (i, _)| m | 1 << i)
+    }
+
+    /// Chooses the egress port of a packet received on `ingress` among
+    /// the ports of its route whose link is up.
+    fn route(&mut self, hdr: &NetHeader, rt: u8, ingress: usize) -> Result<usize, NoEgress> {
         let (dst, width, src) = route_key(hdr);
-        let entry = RouteTable::new(&self.routes).lookup(dst, width).copied()?;
+        let entry = RouteTable::new(&self.routes)
+            .lookup(dst, width)
+            .copied()
+            .ok_or(NoEgress::NoRoute)?;
+        // Neither back where the packet came from nor over a port whose
+        // link is down: a down port stays in the static table, and a
+        // packet routed to it would be dropped (`link_down_drops`) while
+        // another port of the set (the inter-switch link) reaches the
+        // destination.
         let not_back = !(1u64 << ingress.min(63));
+        let usable = not_back & self.up_ports();
         let e = RouteEntry {
-            ports: entry.ports & not_back,
-            shortest: entry.shortest & not_back,
+            ports: entry.ports & usable,
+            shortest: entry.shortest & usable,
             ..entry
         };
         let rt = RoutingType::from_bits(rt);
@@ -639,7 +668,12 @@ impl Switch {
         } else {
             self.counters.hashed += 1;
         }
-        select_port(&e, rt, hash, self.spray).map(usize::from)
+        if e.ports == 0 && entry.ports & not_back != 0 {
+            return Err(NoEgress::LinkDown);
+        }
+        select_port(&e, rt, hash, self.spray)
+            .map(usize::from)
+            .ok_or(NoEgress::NoRoute)
     }
 
     /// Forwards a packet received on `ingress`.
@@ -654,9 +688,16 @@ impl Switch {
             self.counters.bad_header += 1;
             return;
         };
-        let Some(out) = self.route(&hdr, p.rt, ingress) else {
-            self.counters.no_route += 1;
-            return;
+        let out = match self.route(&hdr, p.rt, ingress) {
+            Ok(out) => out,
+            Err(NoEgress::NoRoute) => {
+                self.counters.no_route += 1;
+                return;
+            }
+            Err(NoEgress::LinkDown) => {
+                self.counters.link_down_drops += 1;
+                return;
+            }
         };
         let Some(port) = self.ports.get_mut(out) else {
             self.counters.no_route += 1;
