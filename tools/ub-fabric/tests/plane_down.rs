@@ -5,7 +5,10 @@
 //! down at the fabric. Only what was in flight may be lost: once the
 //! driver saw the link down, every datagram either way arrives, the
 //! switches carrying those for the host whose port is down over the
-//! inter-switch link (sw1 → sw1.2 → sw0 → host port 0).
+//! inter-switch link (sw1 → sw1.2 → sw0 → host port 0). Once the driver
+//! saw the link up again, nothing is lost either (the switch does not
+//! use the port before its DLL is in Normal) and the port carries its
+//! share again.
 
 mod common;
 
@@ -25,7 +28,8 @@ use ub_proto::transport::cm::CmTiming;
 const SEND_EVERY_NS: u64 = 10_000;
 /// Fabric and driver step.
 const DT: u64 = 1_000;
-/// Traffic before the link goes down, and after the driver saw it down.
+/// Traffic in each phase: before the link goes down, after the driver
+/// saw it down, after it saw it up again.
 const PHASE_NS: u64 = 3_000_000;
 /// Time after the last send for the last datagrams to arrive.
 const DRAIN_NS: u64 = 1_000_000;
@@ -103,25 +107,120 @@ fn link_cmd(f: &mut Fabric, link: &str, up: bool, now: u64) {
     .expect("link command");
 }
 
-/// What one run measured, per direction (index = sending host).
-struct Run {
-    /// Datagrams sent, per sender, with the send time.
+/// The datagrams both hosts send, one each way every [`SEND_EVERY_NS`].
+#[derive(Default)]
+struct Traffic {
+    /// Per sender: (send time, token).
     sent: [Vec<(u64, u64)>; 2],
-    /// Tokens received, per sender.
-    got: [BTreeSet<u64>; 2],
-    /// When the driver double of the host whose port went down saw it
-    /// (DLL out of Normal, port marked down in its endpoint).
-    seen_down: u64,
-    /// Switch counters: (no_route, link_down_drops) per switch.
-    switch_drops: Vec<(u64, u64)>,
+    next: u64,
+}
+
+impl Traffic {
+    /// One step of the drivers and the fabric, sending first if `send`.
+    fn step(&mut self, f: &mut Fabric, ds: &mut [Driver], now: u64, send: bool) {
+        if send && now % SEND_EVERY_NS == 0 {
+            for (h, d) in ds.iter_mut().enumerate() {
+                let to = Addr::Ipv4(ipv4(1 - h));
+                let token = self.next;
+                d.stack_mut()
+                    .ep
+                    .send_datagram(DatagramKind::Utp, to, token, dgram_len(token))
+                    .expect("send_datagram");
+                self.sent[h].push((now, token));
+                self.next += 1;
+            }
+        }
+        for d in ds.iter_mut() {
+            d.poll(f, now);
+        }
+        f.step(now);
+    }
+
+    /// Steps until `until` ns; returns the time reached.
+    fn run(
+        &mut self,
+        f: &mut Fabric,
+        ds: &mut [Driver],
+        mut now: u64,
+        until: u64,
+        send: bool,
+    ) -> u64 {
+        while now < until {
+            self.step(f, ds, now, send);
+            now += DT;
+        }
+        now
+    }
+
+    /// Steps (sending) until the driver of `host` sees its port `port`'s
+    /// DLL in Normal (`normal`) or out of it; returns that time.
+    fn until_dll(
+        &mut self,
+        f: &mut Fabric,
+        ds: &mut [Driver],
+        mut now: u64,
+        (host, port): (usize, usize),
+        normal: bool,
+    ) -> u64 {
+        let limit = now + PHASE_NS;
+        loop {
+            self.step(f, ds, now, true);
+            now += DT;
+            if (ds[host].ports[port].link.state() == DllState::Normal) == normal {
+                return now;
+            }
+            assert!(
+                now < limit,
+                "the driver never saw host {host} port {port} change"
+            );
+        }
+    }
+}
+
+/// Checks what arrived of the datagrams sent in `[from, to)`: at most
+/// those sent in the 100 µs before `from` (in flight when the driver saw
+/// the change) lost, none sent from `from` on.
+fn check_window(
+    what: &str,
+    t: &Traffic,
+    got: &[BTreeSet<u64>; 2],
+    from: u64,
+    to: u64,
+    switches: &str,
+) {
+    for (h, (sent, got)) in t.sent.iter().zip(got).enumerate() {
+        let window: Vec<(u64, u64)> = sent
+            .iter()
+            .copied()
+            .filter(|&(at, _)| at + 100_000 >= from && at < to)
+            .collect();
+        let lost: Vec<(u64, u64)> = window
+            .iter()
+            .copied()
+            .filter(|(_, token)| !got.contains(token))
+            .collect();
+        let after: Vec<_> = lost.iter().filter(|(at, _)| *at >= from).collect();
+        assert!(
+            after.is_empty(),
+            "{what}: host {h} → host {}: {} of {} datagrams lost, {} of them sent after the \
+             driver saw it at {from} ns (first {:?}); switches {switches}",
+            1 - h,
+            lost.len(),
+            window.len(),
+            after.len(),
+            after.first(),
+        );
+        assert!(window.len() > 250, "too little traffic: {}", window.len());
+    }
 }
 
 /// Host `down_host` takes its port 1 down at the fabric while both hosts
-/// send one UTP datagram to the other every [`SEND_EVERY_NS`].
-fn run(down_host: usize) -> Run {
+/// send one UTP datagram to the other every [`SEND_EVERY_NS`], then up
+/// again.
+fn check(down_host: usize) {
     let topo = Topology::builtin("default").expect("default");
     let mut f = fabric(&topo);
-    let (mut ds, mut now) = bring_up(&mut f);
+    let (mut ds, now) = bring_up(&mut f);
     for (h, d) in ds.iter_mut().enumerate() {
         d.attach_endpoint(endpoint_config(h), 77 + h as u64);
         d.stack_mut()
@@ -138,104 +237,51 @@ fn run(down_host: usize) -> Run {
             )
             .expect("route");
     }
-    let mut sent: [Vec<(u64, u64)>; 2] = [Vec::new(), Vec::new()];
-    let mut token = 0u64;
-    let mut step = |f: &mut Fabric, ds: &mut [Driver], now: u64, send: bool| {
-        if send && now % SEND_EVERY_NS == 0 {
-            for h in 0..2 {
-                let to = Addr::Ipv4(ipv4(1 - h));
-                ds[h]
-                    .stack_mut()
-                    .ep
-                    .send_datagram(DatagramKind::Utp, to, token, dgram_len(token))
-                    .expect("send_datagram");
-                sent[h].push((now, token));
-                token += 1;
-            }
-        }
-        for d in ds.iter_mut() {
-            d.poll(f, now);
-        }
-        f.step(now);
-    };
-    now = now.next_multiple_of(SEND_EVERY_NS);
-    let start = now;
-    while now < start + PHASE_NS {
-        step(&mut f, &mut ds, now, true);
-        now += DT;
-    }
-    link_cmd(&mut f, &format!("vm{down_host}.1"), false, now);
-    let seen_down = loop {
-        step(&mut f, &mut ds, now, true);
-        now += DT;
-        if ds[down_host].ports[1].link.state() != DllState::Normal {
-            break now;
-        }
-        assert!(
-            now < start + 2 * PHASE_NS,
-            "the driver never saw the link down"
-        );
-    };
-    let end = seen_down + PHASE_NS;
-    while now < end {
-        step(&mut f, &mut ds, now, true);
-        now += DT;
-    }
-    while now < end + DRAIN_NS {
-        step(&mut f, &mut ds, now, false);
-        now += DT;
-    }
-    drop(step);
+    let mut t = Traffic::default();
+    let start = now.next_multiple_of(SEND_EVERY_NS);
+    let mut now = t.run(&mut f, &mut ds, start, start + PHASE_NS, true);
+    let link = format!("vm{down_host}.1");
+    let down_at = now;
+    link_cmd(&mut f, &link, false, now);
+    let seen_down = t.until_dll(&mut f, &mut ds, now, (down_host, 1), false);
+    now = t.run(&mut f, &mut ds, seen_down, seen_down + PHASE_NS, true);
+    let rx_port1_down = ds[down_host].stack().rx_per_port[1];
+    link_cmd(&mut f, &link, true, now);
+    let seen_up = t.until_dll(&mut f, &mut ds, now, (down_host, 1), true);
+    now = t.run(&mut f, &mut ds, seen_up, seen_up + PHASE_NS, true);
+    let end = now;
+    t.run(&mut f, &mut ds, now, now + DRAIN_NS, false);
     let got = [received(&ds[1]), received(&ds[0])];
-    let switch_drops = f
-        .switches
-        .iter()
-        .map(|s| (s.counters.no_route, s.counters.link_down_drops))
-        .collect();
-    Run {
-        sent,
-        got,
+    let switches = format!(
+        "(no_route, link_down_drops): {:?}",
+        f.switches
+            .iter()
+            .map(|s| (s.counters.no_route, s.counters.link_down_drops))
+            .collect::<Vec<_>>()
+    );
+    check_window("before", &t, &got, start + 100_000, down_at, &switches);
+    check_window(
+        &format!("{link} down"),
+        &t,
+        &got,
         seen_down,
-        switch_drops,
-    }
-}
-
-/// Checks a run: nothing lost before the link went down, at most what
-/// was in flight around it, nothing sent after the driver saw it.
-fn check(down_host: usize) {
-    let r = run(down_host);
-    for h in 0..2 {
-        let lost: Vec<(u64, u64)> = r.sent[h]
-            .iter()
-            .copied()
-            .filter(|(_, t)| !r.got[h].contains(t))
-            .collect();
-        let total = r.sent[h].len();
-        let after: Vec<_> = lost.iter().filter(|(at, _)| *at >= r.seen_down).collect();
-        assert!(
-            after.is_empty(),
-            "vm{down_host}.1 down: host {h} → host {}: {} of {total} datagrams lost, {} of them \
-             sent after the driver saw the link down at {} ns (first {:?}); switches \
-             (no_route, link_down_drops): {:?}",
-            1 - h,
-            lost.len(),
-            after.len(),
-            r.seen_down,
-            after.first(),
-            r.switch_drops
-        );
-        // What was in flight: sent within 100 µs before the driver saw it.
-        let in_flight = r.sent[h]
-            .iter()
-            .filter(|(at, _)| *at + 100_000 >= r.seen_down && *at < r.seen_down)
-            .count();
-        assert!(
-            lost.len() <= in_flight,
-            "vm{down_host}.1 down: host {h}: {} lost, more than the {in_flight} in flight: {lost:?}",
-            lost.len()
-        );
-        assert!(total > 500, "too little traffic: {total}");
-    }
+        seen_up,
+        &switches,
+    );
+    check_window(
+        &format!("{link} up again"),
+        &t,
+        &got,
+        seen_up,
+        end,
+        &switches,
+    );
+    // Back up, the port carries its share again.
+    assert!(
+        ds[down_host].stack().rx_per_port[1] > rx_port1_down + 50,
+        "{link} up again: the port received {} packets",
+        ds[down_host].stack().rx_per_port[1] - rx_port1_down
+    );
 }
 
 #[test]
