@@ -254,19 +254,30 @@ impl Fabric {
         Some(if dir == 0 { link.b } else { link.a })
     }
 
-    /// Computes every switch's routing table from the topology: for each
+    /// Computes every switch's routing table from the links that are up
+    /// (again whenever a link goes up or down): for each
     /// destination (a host's primary addresses: any of its ports; a port's
     /// addresses: that port only), the shortest-path ports, and as "all
     /// paths" also the ports toward switches no farther from the
     /// destination (forwarding never sends a packet back where it came
     /// from).
+    /// The end facing `e` over a link whose PHY is up (LinkUp); `None`
+    /// if there is none or it is down.
+    fn live_peer(&self, e: End) -> Option<End> {
+        let &(l, _) = self.ends.get(&e)?;
+        if !self.links.get(l)?.up {
+            return None;
+        }
+        self.peer(e)
+    }
+
     fn compute_routes(&mut self) {
         let ns = self.switches.len();
         // Switch adjacency.
         let mut adj: Vec<Vec<(usize, usize)>> = vec![Vec::new(); ns];
         for (s, adj_s) in adj.iter_mut().enumerate() {
             for p in 0..self.switches[s].ports.len() {
-                if let Some(End::Switch(t, _)) = self.peer(End::Switch(s, p)) {
+                if let Some(End::Switch(t, _)) = self.live_peer(End::Switch(s, p)) {
                     adj_s.push((p, t));
                 }
             }
@@ -306,7 +317,7 @@ impl Fabric {
                 let mut attach: Vec<Vec<usize>> = vec![Vec::new(); ns];
                 let mut queue = VecDeque::new();
                 for &hp in &ports {
-                    if let Some(End::Switch(s, sp)) = self.peer(End::Host(h, hp)) {
+                    if let Some(End::Switch(s, sp)) = self.live_peer(End::Host(h, hp)) {
                         attach[s].push(sp);
                         dist[s] = 1;
                         queue.push_back(s);
@@ -455,6 +466,7 @@ impl Fabric {
             }
         }
         // PHY state: LinkUp, retrains.
+        let mut topology_changed = false;
         for l in 0..self.links.len() {
             let (a, b) = (self.links[l].a, self.links[l].b);
             // Both ends' requests are taken (each port resets itself).
@@ -466,6 +478,7 @@ impl Fabric {
             }
             let want = self.want_up(&self.links[l]);
             if want != self.links[l].up {
+                topology_changed = true;
                 self.links[l].up = want;
                 self.links[l].training_until = None;
                 for w in &mut self.links[l].wires {
@@ -498,6 +511,12 @@ impl Fabric {
                     self.retrain_done(b, now);
                 }
             }
+        }
+        // The fabric manager's view: routes only over links that are up,
+        // so that no switch sends a packet toward a switch whose only
+        // way to the destination is a pulled cable.
+        if topology_changed {
+            self.compute_routes();
         }
         // Deliveries.
         for l in 0..self.links.len() {

@@ -136,6 +136,15 @@ pub fn host_port_config(wait_timeout_ns: u64) -> LinkConfig {
     }
 }
 
+/// Why [`Switch::route`] found no egress port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NoEgress {
+    /// No route to the destination (or only back to the ingress port).
+    NoRoute,
+    /// The route's every other port has its link down.
+    LinkDown,
+}
+
 /// A [`PortLink`] running the `ub-proto` data link engine.
 pub struct EnginePort {
     link: Link<Vec<RetrySlot>>,
@@ -536,12 +545,29 @@ pub struct Switch {
     seed: u64,
 }
 
+/// The data link configuration of every switch port. The peers of a
+/// switch include guests whose driver runs the link from a work item under
+/// TCG, answering in 0.1–2 ms rather than the microseconds of hardware: with
+/// the engine's 10 µs WAIT timeout a switch port spent its whole retry
+/// budget (NUM_RETRY_THRESHOLD rounds, NUM_PHY_REINIT_THRESHOLD retrains)
+/// before a guest's first answer and never initialised. The WAIT timeout
+/// is the guest driver's (`drivers/ub/port.rs`), so both ends retry at the
+/// same pace.
+pub fn switch_link_config() -> LinkConfig {
+    LinkConfig {
+        wait_timeout_ns: 2_000_000,
+        credit_return_delay_ns: 200_000,
+        credit_timeout_ns: 500_000_000,
+        ..LinkConfig::default()
+    }
+}
+
 impl Switch {
     /// A switch with `ports` engine ports.
     pub fn new(name: &str, ports: usize, params: SwitchParams, seed: u64, stream: u64) -> Self {
         let ports = (0..ports)
             .map(|_| {
-                let link: Box<dyn PortLink> = match EnginePort::new(LinkConfig::default()) {
+                let link: Box<dyn PortLink> = match EnginePort::new(switch_link_config()) {
                     Some(e) => Box::new(e),
                     None => unreachable!("RETRY_DEPTH is above the engine's minimum"),
                 };
@@ -598,23 +624,31 @@ impl Switch {
         }
     }
 
-    /// Chooses the egress port of a packet received on `ingress`.
-    fn route(&mut self, hdr: &NetHeader, rt: u8, ingress: usize) -> Option<usize> {
-        let (dst, width, src) = route_key(hdr);
-        let entry = RouteTable::new(&self.routes).lookup(dst, width).copied()?;
-        let not_back = !(1u64 << ingress.min(63));
-        // A port whose link is down is left out of the set, as a host
-        // endpoint leaves out its own down ports: traffic to a host whose
-        // plane lost a cable goes round through the other switch.
-        let up = self
-            .ports
+    /// Bit `p` set for each port `p` (below 64) whose link is up.
+    fn up_ports(&self) -> u64 {
+        self.ports
             .iter()
+            .take(64)
             .enumerate()
             .filter(|(_, p)| p.link.is_up())
-            .fold(0u64, |m, (i, _)| {
-                m | 1u64.checked_shl(i as u32).unwrap_or(0)
-            });
-        let usable = not_back & up;
+            .fold(0, |m, (i, _)| m | 1 << i)
+    }
+
+    /// Chooses the egress port of a packet received on `ingress` among
+    /// the ports of its route whose link is up.
+    fn route(&mut self, hdr: &NetHeader, rt: u8, ingress: usize) -> Result<usize, NoEgress> {
+        let (dst, width, src) = route_key(hdr);
+        let entry = RouteTable::new(&self.routes)
+            .lookup(dst, width)
+            .copied()
+            .ok_or(NoEgress::NoRoute)?;
+        // Neither back where the packet came from nor over a port whose
+        // link is down: a down port stays in the static table, and a
+        // packet routed to it would be dropped (`link_down_drops`) while
+        // another port of the set (the inter-switch link) reaches the
+        // destination.
+        let not_back = !(1u64 << ingress.min(63));
+        let usable = not_back & self.up_ports();
         let e = RouteEntry {
             ports: entry.ports & usable,
             shortest: entry.shortest & usable,
@@ -634,7 +668,12 @@ impl Switch {
         } else {
             self.counters.hashed += 1;
         }
-        select_port(&e, rt, hash, self.spray).map(usize::from)
+        if e.ports == 0 && entry.ports & not_back != 0 {
+            return Err(NoEgress::LinkDown);
+        }
+        select_port(&e, rt, hash, self.spray)
+            .map(usize::from)
+            .ok_or(NoEgress::NoRoute)
     }
 
     /// Forwards a packet received on `ingress`.
@@ -649,9 +688,16 @@ impl Switch {
             self.counters.bad_header += 1;
             return;
         };
-        let Some(out) = self.route(&hdr, p.rt, ingress) else {
-            self.counters.no_route += 1;
-            return;
+        let out = match self.route(&hdr, p.rt, ingress) {
+            Ok(out) => out,
+            Err(NoEgress::NoRoute) => {
+                self.counters.no_route += 1;
+                return;
+            }
+            Err(NoEgress::LinkDown) => {
+                self.counters.link_down_drops += 1;
+                return;
+            }
         };
         let Some(port) = self.ports.get_mut(out) else {
             self.counters.no_route += 1;
