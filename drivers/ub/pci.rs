@@ -161,7 +161,7 @@ pub(crate) struct Shared {
     /// Vectors in use: `1 + ports`.
     nvec: usize,
     /// Linux IRQ number of each vector.
-    irq: [u32; MAX_VECTORS],
+    pub(crate) irq: [u32; MAX_VECTORS],
     /// Handler invocations per vector.
     count: [Atomic<u64>; MAX_VECTORS],
     /// `GINT_CAUSE.TEST` seen by the vector-0 handler.

@@ -476,6 +476,20 @@ impl Port {
     /// timer, the PHY and rings disabled. Waits for a running work item.
     pub(crate) fn shutdown(self: &Arc<Self>) {
         self.stopping.store(true, Relaxed);
+        // No more interrupts from the port; a handler already running
+        // finishes before we go on (it may still have queued the work,
+        // which the flush below waits for).
+        if let Some(bar) = self.shared.bar.try_access() {
+            if let Some(loc) = INT_MASK::try_at(self.idx()) {
+                let _ = bar.try_write(loc, INT_MASK::from_raw(0x3f));
+            }
+        }
+        if let Some(&irq) = self.shared.irq.get(self.idx() + 1) {
+            // SAFETY: `irq` is the Linux IRQ number of this port's vector,
+            // requested at probe and still registered (the registrations
+            // are dropped after unbind); `synchronize_irq` only waits.
+            unsafe { bindings::synchronize_irq(irq) };
+        }
         let handle = {
             let mut st = self.state.lock();
             st.timer_deadline = None;
@@ -488,15 +502,13 @@ impl Port {
         // running instance, which sees `stopping` and returns at once (and
         // queues nothing more), releasing the reference the queue held.
         unsafe { bindings::flush_work(Work::raw_get(&self.work)) };
+        // The port lock before the BAR guard: the guard is an RCU read-side
+        // critical section, in which nothing may sleep.
+        let st = self.state.lock();
         if let Some(bar) = self.shared.bar.try_access() {
-            let p = self.idx();
-            if let Some(loc) = INT_MASK::try_at(p) {
-                let _ = bar.try_write(loc, INT_MASK::from_raw(0x3f));
-            }
-            if let Some(loc) = PHY_CTRL::try_at(p) {
+            if let Some(loc) = PHY_CTRL::try_at(self.idx()) {
                 let _ = bar.try_write(loc, PHY_CTRL::zeroed());
             }
-            let st = self.state.lock();
             let _ = st.disable_rings(&bar, self.index);
         }
     }
@@ -623,19 +635,28 @@ impl Port {
 
     /// Applies `ubctl port set`: validated by the caller, all or nothing.
     pub(crate) fn apply(self: &Arc<Self>, set: &PortSettings) -> Result {
+        let relink = set.num_retry_threshold.is_some()
+            || set.num_phy_reinit_threshold.is_some()
+            || set.want_sharing.is_some();
+        // Allocated before any lock or the BAR guard (an RCU read-side
+        // section, where nothing may sleep).
+        let fresh = if relink {
+            let cfg = link_config(set, &self.state.lock().link_cfg);
+            let mut retry = KVec::with_capacity(RETRY_SLOTS, GFP_KERNEL)?;
+            for _ in 0..RETRY_SLOTS {
+                retry.push(RetrySlot::EMPTY, GFP_KERNEL)?;
+            }
+            Some((Link::new(cfg, retry).map_err(|_| EINVAL)?, cfg))
+        } else {
+            None
+        };
         {
             let mut st = self.state.lock();
             let bar = self.shared.bar.try_access().ok_or(ENODEV)?;
-            let relink = set.num_retry_threshold.is_some()
-                || set.num_phy_reinit_threshold.is_some()
-                || set.want_sharing.is_some();
-            if relink {
-                let cfg = link_config(set, &st.link_cfg);
-                let mut retry = KVec::with_capacity(RETRY_SLOTS, GFP_KERNEL)?;
-                for _ in 0..RETRY_SLOTS {
-                    retry.push(RetrySlot::EMPTY, GFP_KERNEL)?;
-                }
-                let link = Link::new(cfg, retry).map_err(|_| EINVAL)?;
+            if let Some(up) = set.admin_up {
+                st.admin_up = up;
+            }
+            if let Some((link, cfg)) = fresh {
                 // The new parameters are negotiated afresh: take the link
                 // through a PHY retrain (its peer re-initialises too).
                 st.link = link;
@@ -644,9 +665,7 @@ impl Port {
                 st.up.clear();
                 st.phy_up = false;
                 st.write_phy_ctrl(&bar, self.idx(), true)?;
-            }
-            if let Some(up) = set.admin_up {
-                st.admin_up = up;
+            } else {
                 st.write_phy_ctrl(&bar, self.idx(), false)?;
             }
         }

@@ -60,15 +60,20 @@ pub(crate) fn add(net: Arc<Net>) -> Result {
 
 /// Removes device `index` (unbind).
 pub(crate) fn remove(index: u32) {
-    let removed = {
+    let (removed, buffer) = {
         let mut d = DEVICES.lock();
-        match d.list.iter().position(|n| n.index() == index) {
+        let removed = match d.list.iter().position(|n| n.index() == index) {
             Some(i) => d.list.remove(i).ok(),
             None => None,
-        }
+        };
+        // A static is never dropped: give the list's buffer back with the
+        // last device, or every load of the module would leak it.
+        let buffer = d.list.is_empty().then(|| core::mem::take(&mut d.list));
+        (removed, buffer)
     };
-    // The reference is dropped outside the lock.
+    // The references are dropped outside the lock.
     drop(removed);
+    drop(buffer);
 }
 
 fn no_dev() -> Refusal {

@@ -244,7 +244,14 @@ fi
 target=$them
 grep -qw ubtest.solo=1 /proc/cmdline && target=$me
 ktap_test_result "BER 1e-5 on both links: ping -c 1000 loses nothing, link retries > 0" t_ber
-ktap_test_result "port 1 down at the fabric: pings continue over port 0, link-down on monitor" t_port_down
+if grep -qw ubtest.solo=1 /proc/cmdline; then
+	# An echo to this guest's own address leaves by one plane and comes
+	# back by the other (a switch never sends a packet out of the port it
+	# came in by): with one plane down it has no way back.
+	ktap_test_skip "port 1 down at the fabric (needs the peer guest: ubtest.solo=1)"
+else
+	ktap_test_result "port 1 down at the fabric: pings continue over port 0, link-down on monitor" t_port_down
+fi
 ktap_test_result "port 1 back up: DLL_Normal again" t_port_back
 ktap_test_result "monitor shows link-down and link-up" t_monitor
 ktap_test_result "stats -j" t_stats
