@@ -390,10 +390,6 @@ impl Net {
         }
     }
 
-    /// A port's DLL state changed: the routing table follows on the next
-    /// run.
-    pub(crate) fn port_changed(&self) {}
-
     /// One round of the endpoint's call order: port states, received
     /// packets, timers, then everything it can send.
     pub(crate) fn run(self: &Arc<Self>) {

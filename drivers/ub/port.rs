@@ -47,9 +47,7 @@ use kernel::{
 
 use crate::controller as hw;
 use crate::controller::ring::{DescFault, RingFault};
-use crate::link::engine::{
-    Counters, Delivery, Event, Link, LinkConfig, RxSink, TxPacket, TxSource,
-};
+use crate::link::engine::{Delivery, Event, Link, LinkConfig, RxSink, TxPacket, TxSource};
 use crate::link::retry::RetrySlot;
 use crate::link::DllState;
 use crate::pci::Shared;
@@ -551,18 +549,18 @@ impl Port {
             }
             let state = st.link.state();
             self.dll_up.store(state == DllState::Normal, Relaxed);
-            if state != st.reported {
-                event = Some(if state == DllState::Normal {
+            // Only entering and leaving DLL_Normal is announced; the init
+            // steps in between are not worth a notification.
+            let was_up = st.reported == DllState::Normal;
+            let is_up = state == DllState::Normal;
+            if is_up != was_up {
+                event = Some(if is_up {
                     PortEvent::LinkUp
-                } else if st.reported == DllState::Normal {
-                    PortEvent::LinkDown
                 } else {
-                    PortEvent::Recovered
+                    PortEvent::LinkDown
                 });
-                if state != DllState::Normal && st.reported != DllState::Normal {
-                    // Init steps are not worth a notification.
-                    event = None;
-                }
+            }
+            if state != st.reported {
                 st.reported = state;
             }
             handed_up = st.up.len() > 0;
@@ -585,7 +583,6 @@ impl Port {
             if let Ok(snap) = self.snapshot() {
                 crate::netlink::notify_port(&snap, ev);
             }
-            self.net.port_changed();
         }
         if handed_up || event.is_some() {
             self.net.run();
@@ -709,12 +706,6 @@ impl Port {
             link_downs: st.link_downs,
             dev,
         })
-    }
-
-    /// Link counters (for the device's statistics).
-    #[allow(dead_code)]
-    pub(crate) fn link_counters(&self) -> Counters {
-        *self.state.lock().link.counters()
     }
 }
 

@@ -10,9 +10,6 @@
 //! module is loaded, so an index seen in a dump never names another device
 //! later.
 
-// Until the netlink family is merged, part of this is unused.
-#![allow(dead_code)]
-
 use kernel::{prelude::*, sync::Arc};
 
 use crate::host::Addr;

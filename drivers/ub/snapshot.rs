@@ -234,7 +234,8 @@ pub(crate) struct ReplyTo {
 }
 
 /// Why a `port-change-ntf` was sent (the spec's `port-event`).
-// The driver core sends every kind; the registry stub only link up/down.
+// The driver sends link-up and link-down so far; the other kinds are the
+// spec's, kept for the port events not yet announced.
 #[allow(dead_code)]
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum PortEvent {
