@@ -175,7 +175,9 @@ pub(crate) struct Shared {
 impl Shared {
     /// Handles the interrupt of `vector`: reads its cause register, clears
     /// the causes it saw (RW1C) and counts them.
-    fn handle(&self, vector: usize, port: Option<&Arc<Port>>) -> IrqReturn {
+    /// `ports` are the controller's ports for the global vector (it hands
+    /// them the port errors it clears), `port` the port of a port vector.
+    fn handle(&self, vector: usize, port: Option<&Arc<Port>>, ports: &[Arc<Port>]) -> IrqReturn {
         if let Some(c) = self.count.get(vector) {
             c.fetch_add(1, Relaxed);
         }
@@ -190,13 +192,23 @@ impl Shared {
             }
             if cause.error() {
                 // Clear the error sources first, so the cause stays clear: a
-                // port error left in `ERR_STATUS` would set `GERR.PORT` again.
+                // port error left in `ERR_STATUS` would set `GERR.PORT` again
+                // (and the vector fire again at once). What is cleared goes
+                // to the port, whose work handles it: it is not lost.
                 let gerr = bar.read(GERR);
                 if gerr.port() {
-                    for port in 0..self.ident.ports() {
-                        if let Some(loc) = ERR_STATUS::try_at(port as usize) {
-                            // RW1C: writing back what was read clears it.
-                            let _ = bar.try_update(loc, |err: ERR_STATUS| err);
+                    for (i, p) in ports.iter().enumerate() {
+                        let Some(loc) = ERR_STATUS::try_at(i) else {
+                            continue;
+                        };
+                        let mut bits = 0;
+                        // RW1C: writing back what was read clears it.
+                        let _ = bar.try_update(loc, |err: ERR_STATUS| {
+                            bits = err.into_raw();
+                            err
+                        });
+                        if bits != 0 {
+                            p.device_errors(bits);
                         }
                     }
                 }
@@ -209,14 +221,18 @@ impl Shared {
             bar.write_reg(cause);
             return IrqReturn::Handled;
         }
-        // Port vectors: 1 + port.
-        match port {
-            Some(p) if p.interrupt(&bar) => IrqReturn::Handled,
-            _ => {
-                self.spurious.fetch_add(1, Relaxed);
-                IrqReturn::None
-            }
+        // Port vectors: 1 + port. A message without a cause is counted
+        // but still handled: MSI-X is never shared, and answering a storm
+        // with IRQ_NONE would let the kernel's "nobody cared" check disable
+        // the vector for good (the port counts the storm and carries on).
+        let Some(p) = port else {
+            self.spurious.fetch_add(1, Relaxed);
+            return IrqReturn::None;
+        };
+        if !p.interrupt(&bar) {
+            self.spurious.fetch_add(1, Relaxed);
         }
+        IrqReturn::Handled
     }
 }
 
@@ -226,11 +242,14 @@ struct VectorHandler {
     vector: usize,
     /// The port of a port vector.
     port: Option<Arc<Port>>,
+    /// Every port, for the global vector (empty for the port vectors).
+    ports: KVec<Arc<Port>>,
 }
 
 impl irq::Handler for VectorHandler {
     fn handle(&self) -> IrqReturn {
-        self.shared.handle(self.vector, self.port.as_ref())
+        self.shared
+            .handle(self.vector, self.port.as_ref(), &self.ports)
     }
 }
 
@@ -318,6 +337,15 @@ fn request_irqs<'bound>(
             shared: shared.clone(),
             vector,
             port: vector.checked_sub(1).and_then(|p| ports.get(p)).cloned(),
+            ports: if vector == usize::from(hw::VECTOR_GLOBAL) {
+                let mut all = KVec::with_capacity(ports.len(), GFP_KERNEL)?;
+                for p in ports {
+                    all.push(p.clone(), GFP_KERNEL)?;
+                }
+                all
+            } else {
+                KVec::new()
+            },
         };
         // SAFETY: The registration is owned by `Controller::irqs` and dropped
         // with it; it is never leaked.

@@ -62,6 +62,13 @@ use crate::ub_net::Net;
 
 /// Descriptors per ring.
 pub(crate) const RING_SLOTS: u32 = 64;
+/// RX slots never posted. A head the device moves back by `k` slots reads
+/// as `RING_SLOTS - k` completions, which a ring with every slot posted
+/// (`RING_SLOTS - 1`) cannot tell from real ones. With this many kept back,
+/// a head moved back by up to this many slots falls outside the posted
+/// window and is refused as a double completion
+/// (`RingFault::HeadMovedBack`) before any slot is delivered twice.
+const RX_UNPOSTED: u32 = 8;
 /// Packets the endpoint may queue on a port before the port is full (the
 /// endpoint keeps the rest in its own queues).
 pub(crate) const TXQ_SLOTS: usize = 32;
@@ -278,6 +285,8 @@ impl RxSink for Assembler<'_> {
 
 /// Everything a port's work changes (under [`Port::state`]).
 struct PortState {
+    /// Index of the port's device (for log lines: `ub<dev>: port <n>`).
+    dev_index: u32,
     link: Link<KVec<RetrySlot>>,
     link_cfg: LinkConfig,
     tx: DmaRing,
@@ -321,6 +330,9 @@ pub(crate) struct Port {
     timer: HrTimer<Port>,
     /// `INT_CAUSE` bits the IRQ handler saw, not yet handled by the work.
     causes: Atomic<u32>,
+    /// `ERR_STATUS` bits the global vector's handler cleared (it must, to
+    /// quiet `GERR.PORT`), not yet handled by the work.
+    errors: Atomic<u32>,
     /// Interrupts taken on the port's vector.
     interrupts: Atomic<u64>,
     /// Interrupts since the last run of the work without any cause.
@@ -364,6 +376,7 @@ impl Port {
         }
         let link = Link::new(link_cfg, retry).map_err(|_| EINVAL)?;
         let state = PortState {
+            dev_index: net.index(),
             link,
             link_cfg,
             tx: DmaRing::new(dev, RING_SLOTS)?,
@@ -396,6 +409,7 @@ impl Port {
                 work <- new_work!("ub::Port::work"),
                 timer <- HrTimer::new(),
                 causes: Atomic::new(0),
+                errors: Atomic::new(0),
                 interrupts: Atomic::new(0),
                 causeless: Atomic::new(0),
                 stopping: Atomic::new(false),
@@ -470,6 +484,18 @@ impl Port {
         true
     }
 
+    /// Hands the port `ERR_STATUS` bits another handler read and cleared
+    /// (the global vector's, hard IRQ context), and queues the work, which
+    /// handles them as if it had read them itself: an error is never lost
+    /// between the two vectors.
+    pub(crate) fn device_errors(self: &Arc<Self>, bits: u32) {
+        let mut cur = self.errors.load(Relaxed);
+        while let Err(seen) = self.errors.cmpxchg(cur, cur | bits, Relaxed) {
+            cur = seen;
+        }
+        self.kick();
+    }
+
     /// Stops the port for good (unbind, module unload): no more work or
     /// timer, the PHY and rings disabled. Waits for a running work item.
     pub(crate) fn shutdown(self: &Arc<Self>) {
@@ -522,6 +548,7 @@ impl Port {
                 return;
             };
             let causes = self.causes.xchg(0, Relaxed);
+            let errors = self.errors.xchg(0, Relaxed);
             let causeless = self.causeless.xchg(0, Relaxed);
             if causeless > 0 {
                 st.dev.irq_storm += causeless;
@@ -531,7 +558,8 @@ impl Port {
                     // device cannot flood the log.
                     if st.storms.is_power_of_two() {
                         pr_warn!(
-                            "ub: port {}: {} interrupts without a cause (interrupt storm {})\n",
+                            "ub{}: port {}: {} interrupts without a cause (interrupt storm {})\n",
+                            st.dev_index,
                             self.index,
                             causeless,
                             st.storms
@@ -540,9 +568,10 @@ impl Port {
                 }
             }
             st.dev.interrupts = self.interrupts.load(Relaxed);
-            if let Err(e) = st.poll(&bar, self.index, now, causes) {
+            if let Err(e) = st.poll(&bar, self.index, now, causes, errors) {
                 pr_err!(
-                    "ub: port {}: stopped after a device error ({:?})\n",
+                    "ub{}: port {}: stopped after a device error ({:?})\n",
+                    st.dev_index,
                     self.index,
                     e
                 );
@@ -766,7 +795,7 @@ impl PortState {
         bar.try_write(RING_CTRL::of::<TxRing>().try_at(p).ok_or(ENODEV)?, enable)?;
         bar.try_write(RING_CTRL::of::<RxRing>().try_at(p).ok_or(ENODEV)?, enable)?;
         let mut tail = 0;
-        while self.rx.cursor().free() > 0 {
+        while self.rx.cursor().free() > RX_UNPOSTED {
             tail = self.rx.post(&[], true)?;
         }
         bar.try_write(
@@ -783,7 +812,8 @@ impl PortState {
         self.dev.ring_resets += 1;
         if self.dev.ring_resets.is_power_of_two() {
             pr_warn!(
-                "ub: port {}: device fault, rings reset (reset {})\n",
+                "ub{}: port {}: device fault, rings reset (reset {})\n",
+                self.dev_index,
                 port,
                 self.dev.ring_resets
             );
@@ -829,7 +859,15 @@ impl PortState {
     }
 
     /// One pass: PHY state, causes, RX, link timers and events, TX.
-    fn poll(&mut self, bar: &Bar0Access<'_>, port: u32, now: u64, causes: u32) -> Result {
+    /// `errors` are `ERR_STATUS` bits the global vector already cleared.
+    fn poll(
+        &mut self,
+        bar: &Bar0Access<'_>,
+        port: u32,
+        now: u64,
+        causes: u32,
+        errors: u32,
+    ) -> Result {
         let p = port as usize;
         let phy = bar.try_read(PHY_STATUS::try_at(p).ok_or(ENODEV)?)?;
         let up = phy.link_up();
@@ -862,10 +900,11 @@ impl PortState {
         if cause.retrain_done() {
             self.link.phy_retrained(now);
         }
-        if cause.error() {
-            let err = bar.try_read(ERR_STATUS::try_at(p).ok_or(ENODEV)?)?;
+        if cause.error() || errors != 0 {
+            let read = bar.try_read(ERR_STATUS::try_at(p).ok_or(ENODEV)?)?;
             // RW1C: writing back what was read clears it.
-            bar.try_write(ERR_STATUS::try_at(p).ok_or(ENODEV)?, err)?;
+            bar.try_write(ERR_STATUS::try_at(p).ok_or(ENODEV)?, read)?;
+            let err = ERR_STATUS::from_raw(read.into_raw() | errors);
             if err.ring_dma() || err.ring_cfg() {
                 self.recover(bar, port, now)?;
             }
@@ -890,7 +929,8 @@ impl PortState {
                     self.link_resets += 1;
                     if self.link_resets.is_power_of_two() {
                         pr_warn!(
-                            "ub: port {}: link reset (the link layer gave up; reset {})\n",
+                            "ub{}: port {}: link reset (the link layer gave up; reset {})\n",
+                            self.dev_index,
                             port,
                             self.link_resets
                         );
