@@ -651,7 +651,12 @@ fn fill_port(w: &mut Writer, p: &PortSnapshot, event: Option<PortEvent>) -> Resu
             w.put_u32(uapi::UB_A_VL_INDEX, vl)?;
             w.put_u32(uapi::UB_A_VL_TX_CREDITS, c.tx_credits)?;
             w.put_u32(uapi::UB_A_VL_RX_OWED, c.rx_owed)?;
-            w.put_u32(uapi::UB_A_VL_INITIAL, c.initial)
+            w.put_u32(uapi::UB_A_VL_INITIAL, c.initial)?;
+            w.put_u64(
+                uapi::UB_A_VL_CREDIT_STALLS,
+                c.credit_stalls,
+                uapi::UB_A_VL_PAD,
+            )
         })?;
     }
     w.nest(uapi::UB_A_PORT_LINK_STATS, |w| {

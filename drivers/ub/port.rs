@@ -710,6 +710,13 @@ impl Port {
                 tx_credits: st.link.tx_credits().available(vl),
                 rx_owed: st.link.rx_credits().pending(vl),
                 initial: st.link.rx_credits().granted().get(vl).copied().unwrap_or(0),
+                credit_stalls: st
+                    .link
+                    .counters()
+                    .vl_credit_stalls
+                    .get(vl)
+                    .copied()
+                    .unwrap_or(0),
             };
         }
         let mut dev = st.dev;

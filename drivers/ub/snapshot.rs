@@ -64,6 +64,8 @@ pub(crate) struct VlSnapshot {
     pub(crate) rx_owed: u32,
     /// Initial credit of the VL (cells).
     pub(crate) initial: u32,
+    /// Times the VL's next DLLDP had to wait for credit.
+    pub(crate) credit_stalls: u64,
 }
 
 /// What the driver refused from the device on one port, and how it

@@ -124,6 +124,8 @@ attr_set!(
         TX_CREDITS = 2, "tx-credits", Ty::U32;
         RX_OWED = 3, "rx-owed", Ty::U32;
         INITIAL = 4, "initial", Ty::U32;
+        CREDIT_STALLS = 5, "credit-stalls", Ty::U64;
+        PAD = 6, "pad", Ty::Pad;
     }
 );
 

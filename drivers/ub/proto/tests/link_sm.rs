@@ -42,7 +42,7 @@ fn bring_up_sequence_and_negotiation() {
     a_cfg.caps.flow_ctrl_size = 32 | 16;
     let mut b_cfg = cfg();
     b_cfg.caps.flow_ctrl_size = 64 | 32 | 16;
-    let mut sim = Sim::new(a_cfg, b_cfg, 512, 512, 1);
+    let mut sim = Sim::new(a_cfg, b_cfg, 8192, 8192, 1);
     assert_eq!(sim.a.state(), DllState::Disabled);
     // Nothing is sent while disabled.
     let mut q = Queues::default();
@@ -523,6 +523,53 @@ fn credit_return_timeout_is_reported() {
     assert!(sim.events_a.contains(&Event::CreditReturnTimeout));
 }
 
+/// Credit stalls are counted per VL, once per wait (not per attempt), on
+/// the VLs that wait only (the configuration enables VLs 0 and 1).
+#[test]
+fn credit_stalls_are_counted_per_vl_once_per_wait() {
+    let mut a_cfg = cfg();
+    a_cfg.credit_timeout_ns = u64::MAX / 4;
+    // A small receive buffer at b and deep retry buffers: each VL runs out
+    // of credit long before a's retry window fills.
+    let mut b_cfg = cfg();
+    b_cfg.rx_buffer_bytes = 32 * 1024;
+    let mut sim = Sim::new(a_cfg, b_cfg, 8192, 8192, 1);
+    assert!(sim.bring_up(10_000));
+    sim.run_while(100, |_| true);
+    assert_eq!(sim.a.counters().vl_credit_stalls, [0; 16]);
+    let pkt = |vl: u8| Pkt {
+        cfg: 3,
+        rt: 0,
+        error_flag: false,
+        payload: vec![vl; 2000],
+    };
+    // b returns no credit from now on: VL 1 runs dry, then waits, however
+    // often the engine tries it.
+    sim.ba.cut = true;
+    for _ in 0..100 {
+        sim.qa.push(1, pkt(1));
+    }
+    sim.run_while(5_000, |_| true);
+    let stalls = sim.a.counters().vl_credit_stalls;
+    assert_eq!(stalls[1], 1, "one wait: {stalls:?}");
+    assert_eq!(
+        stalls.iter().sum::<u64>(),
+        1,
+        "only VL 1 waited: {stalls:?}"
+    );
+    assert_eq!(sim.a.counters().credit_stalls, 1);
+    // VL 0 still has credit and sends, then runs dry too: its own wait.
+    let sent = sim.a.counters().tx_dlldps;
+    for _ in 0..100 {
+        sim.qa.push(0, pkt(0));
+    }
+    sim.run_while(5_000, |_| true);
+    assert!(sim.a.counters().tx_dlldps > sent, "VL 0 waited behind VL 1");
+    let stalls = sim.a.counters().vl_credit_stalls;
+    assert_eq!((stalls[0], stalls[1]), (1, 1), "{stalls:?}");
+    assert_eq!(stalls.iter().sum::<u64>(), 2, "{stalls:?}");
+}
+
 /// Param_Exchg blocks reach the network layer's sink in DLL_Normal.
 #[test]
 fn param_exchg_is_passed_up() {
@@ -646,7 +693,7 @@ fn fallback_values_are_used_when_negotiation_fails() {
     a_cfg.caps.vl_enable = 0b10;
     let mut b_cfg = cfg();
     b_cfg.caps.flow_ctrl_size = 0x10;
-    let mut sim = Sim::new(a_cfg, b_cfg, 512, 512, 1);
+    let mut sim = Sim::new(a_cfg, b_cfg, 8192, 8192, 1);
     assert!(sim.bring_up(10_000));
     for l in [&sim.a, &sim.b] {
         let n = l.negotiated().unwrap();

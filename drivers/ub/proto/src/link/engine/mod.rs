@@ -192,8 +192,11 @@ pub struct Counters {
     pub retry_timeouts: u64,
     /// PHY retrains requested.
     pub retrains: u64,
-    /// Times sending stopped for lack of credit.
+    /// Times sending stopped for lack of credit (no VL could send).
     pub credit_stalls: u64,
+    /// Per VL: times the VL's next DLLDP had to wait for credit (counted
+    /// when it starts waiting, not per attempt).
+    pub vl_credit_stalls: [u64; MAX_VLS],
     /// Cells this port returned to the peer (LPH/LBH and Crd_Ack).
     pub credits_returned: u64,
     /// Cells the peer returned to this port.
@@ -482,6 +485,9 @@ pub struct Link<S> {
     since_header: u32,
     pending_ctrl: Option<ControlBlock>,
     stalled: bool,
+    /// VLs whose next DLLDP waits for credit (bit n: VL n), so that
+    /// `vl_credit_stalls` counts each wait once.
+    stalled_vls: u16,
     lockout_blocked: bool,
     out_full: bool,
     poke_armed: bool,
@@ -550,6 +556,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
             since_header: u32::MAX,
             pending_ctrl: None,
             stalled: false,
+            stalled_vls: 0,
             lockout_blocked: false,
             out_full: false,
             poke_armed: true,
@@ -873,6 +880,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         self.since_header = u32::MAX;
         self.pending_ctrl = None;
         self.stalled = false;
+        self.stalled_vls = 0;
         self.lockout_blocked = false;
         self.poke_armed = true;
         self.credit_deadline = None;

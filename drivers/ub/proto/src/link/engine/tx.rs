@@ -383,6 +383,7 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
                 let ready = src.ready() & neg.vl_enable;
                 if ready == 0 {
                     self.stalled = false;
+                    self.stalled_vls = 0;
                     self.credit_deadline = None;
                     return 0;
                 }
@@ -511,8 +512,16 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
             let cost = layout.cost(usize::from(neg.cell_flits)) as u32;
             if !self.tx_credits.try_consume(usize::from(vl), cost) {
                 starved = true;
+                let bit = 1u16 << (vl % MAX_VLS as u8);
+                if self.stalled_vls & bit == 0 {
+                    self.stalled_vls |= bit;
+                    if let Some(c) = self.counters.vl_credit_stalls.get_mut(usize::from(vl)) {
+                        *c = c.wrapping_add(1);
+                    }
+                }
                 continue;
             }
+            self.stalled_vls &= !(1u16 << (vl % MAX_VLS as u8));
             self.counters.credits_spent = self.counters.credits_spent.wrapping_add(u64::from(cost));
             self.vl_rr = (vl + 1) % MAX_VLS as u8;
             self.stalled = false;
