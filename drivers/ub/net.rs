@@ -11,9 +11,14 @@
 //! `ub_proto::host::echo`) are answered here; replies go back to the
 //! netlink socket that asked.
 //!
+//! TP Channels (`channel.rs`) are the endpoint's RTP channels: the device's
+//! channel table holds one [`TpChannel`] per channel, to which the endpoint's
+//! deliveries and events are handed, and from which it reads the bytes of
+//! the messages it sends.
+//!
 //! Locking: [`Net::state`] (a mutex, process context only) guards the
-//! endpoint. Lock order: registry → endpoint → port. A port's work takes
-//! this lock only after releasing its own.
+//! endpoint. Lock order: registry → endpoint → port → channel. A port's work
+//! takes this lock only after releasing its own.
 //!
 //! Lifetime: an `Arc`, held by the controller, the registry, every port
 //! (to hand packets up), and a queued work item or armed timer.
@@ -21,11 +26,11 @@
 //! breaks the only reference cycle.
 
 use kernel::{
-    bindings, impl_has_hr_timer, new_mutex,
+    bindings, impl_has_hr_timer, new_condvar, new_mutex,
     prelude::*,
     sync::{
         atomic::{Atomic, Relaxed},
-        Arc, ArcBorrow, Mutex,
+        Arc, ArcBorrow, CondVar, Mutex,
     },
     time::{
         hrtimer::{
@@ -37,10 +42,12 @@ use kernel::{
     workqueue::{self, impl_has_work, new_work, Work, WorkItem},
 };
 
+use crate::channel::{cause_errno, TpChannel};
 use crate::host::echo::{Echo, EchoKind, ECHO_HEADER_LEN};
 use crate::host::{
-    Addr, AllocError, ConfigError, DatagramKind, Delivery, DeliverySink, Endpoint, EndpointConfig,
-    Event, LocalAddrs, MessageSource, MsgRef, Random, SendError, Storage,
+    Addr, AllocError, ChannelConfig, ConfigError, DatagramKind, Delivery, DeliverySink, Endpoint,
+    EndpointConfig, Event, LocalAddrs, MessageSource, MsgRef, OpenError, Random, RtoConfig,
+    SendError, Storage,
 };
 use crate::link::engine::max_dlldp_payload;
 use crate::link::frame::Mode;
@@ -60,6 +67,29 @@ pub(crate) const ECHO_MAX_DATA: usize = 4096;
 const ECHO_PENDING: usize = 64;
 /// Echo messages one received burst may answer or report.
 const ECHO_BATCH: usize = 16;
+/// Channels of a device (the endpoint's table).
+const MAX_CHANNELS: u32 = 64;
+/// Channels a peer opened that no file has bound yet; more are refused.
+const MAX_UNCLAIMED: usize = 16;
+/// Channels one received burst may fail (over their unread limit).
+const FAIL_BATCH: usize = 8;
+
+/// The channel configuration the driver uses unless the binder says
+/// otherwise: the endpoint's default RTP channel with an RTO that suits a
+/// software transport driven from work items (under TCG a round trip takes
+/// milliseconds, so 512 µs would expire all the time): a dynamic RTO of
+/// 16 ms doubling per expiry, 7 expiries tolerated (about 4 s of silence
+/// before ERR).
+pub(crate) fn tp_config() -> ChannelConfig {
+    let mut c = ChannelConfig::default_rtp();
+    c.rto = RtoConfig::Dynamic {
+        base_us: 16_384,
+        n: 1,
+    };
+    c.retry_limit = 7;
+    c.ack_delay_ns = 200_000;
+    c
+}
 
 /// The endpoint's allocator: `kvmalloc` with `GFP_KERNEL` (tables are
 /// allocated in process context, when the endpoint or a channel is
@@ -143,6 +173,30 @@ impl MessageSource for Dgrams {
     }
 }
 
+/// The bytes of everything the endpoint sends: datagrams and the messages
+/// of the channels.
+struct Source<'a> {
+    dgrams: &'a mut Dgrams,
+    chans: &'a [Arc<TpChannel>],
+}
+
+impl MessageSource for Source<'_> {
+    fn read(&mut self, msg: MsgRef, offset: u32, out: &mut [u8]) {
+        match msg {
+            MsgRef::Datagram { .. } => self.dgrams.read(msg, offset, out),
+            MsgRef::Channel { tpn, token } => match find_chan(self.chans, tpn) {
+                Some(c) => c.inner.lock().tx.read(token, offset, out),
+                None => out.fill(0),
+            },
+        }
+    }
+}
+
+/// The channel `tpn` of the table.
+fn find_chan(chans: &[Arc<TpChannel>], tpn: u32) -> Option<&Arc<TpChannel>> {
+    chans.iter().find(|c| c.tpn == tpn)
+}
+
 /// An echo request waiting for its reply.
 #[derive(Clone, Copy)]
 struct PendingEcho {
@@ -164,15 +218,34 @@ struct Inbox {
     dropped: u64,
 }
 
-/// The endpoint's sink: the echo service (there are no TP channels yet,
-/// so every other delivery is counted and dropped).
+/// The endpoint's sink: the channels' messages and the echo service.
 struct Sink<'a> {
     inbox: &'a mut Inbox,
     dgrams: &'a mut Dgrams,
+    chans: &'a [Arc<TpChannel>],
+    /// Channels that could not take a message (closed after the burst).
+    failed: &'a mut [Option<u32>; FAIL_BATCH],
 }
 
 impl DeliverySink for Sink<'_> {
     fn deliver(&mut self, d: &Delivery<'_>) {
+        if let Delivery::Message {
+            tpn,
+            offset,
+            bytes,
+            complete,
+            ..
+        } = *d
+        {
+            let ok = find_chan(self.chans, tpn)
+                .is_none_or(|c| c.deliver(offset, bytes, complete.is_some()));
+            if !ok {
+                if let Some(f) = self.failed.iter_mut().find(|f| f.is_none()) {
+                    *f = Some(tpn);
+                }
+            }
+            return;
+        }
         let Delivery::Datagram {
             kind: DatagramKind::Utp,
             from,
@@ -231,6 +304,8 @@ struct NetState {
     ep: HostEndpoint,
     ports: KVec<Arc<Port>>,
     dgrams: Dgrams,
+    /// The TP channels, until the endpoint reports them closed.
+    chans: KVec<Arc<TpChannel>>,
     pending: [Option<PendingEcho>; ECHO_PENDING],
     pending_next: usize,
     echo_requests: u64,
@@ -250,6 +325,10 @@ pub(crate) struct Net {
     version: u32,
     #[pin]
     state: Mutex<NetState>,
+    /// Binders waiting for a peer to open a channel (`Event::Incoming`),
+    /// with [`Net::state`].
+    #[pin]
+    incoming: CondVar,
     #[pin]
     work: Work<Net>,
     #[pin]
@@ -277,7 +356,7 @@ fn endpoint_config(ports: u32) -> Result<EndpointConfig> {
         npi: Npi::DEFAULT,
         ports: u8::try_from(ports)?,
         max_packet: u32::try_from(max_packet)?,
-        max_channels: 64,
+        max_channels: MAX_CHANNELS,
         max_routes: 16,
         max_groups: 4,
         datagram_queue: DGRAM_SLOTS as u16,
@@ -285,7 +364,9 @@ fn endpoint_config(ports: u32) -> Result<EndpointConfig> {
             retry_ns: 100_000_000,
             max_tries: 5,
         },
-        accept: None,
+        // Channels a peer opens are accepted with the driver's
+        // configuration and wait for a file to bind them (UB_TP_BIND_LISTEN).
+        accept: Some(tp_config()),
         hash_seed: u64::from(KernelRandom.random_u32()),
         icrc: crate::kernel_crc::ICRC_BACKEND,
     })
@@ -327,6 +408,7 @@ impl Net {
             ep,
             ports: KVec::new(),
             dgrams: Dgrams { bufs, busy: 0 },
+            chans: KVec::new(),
             pending: [None; ECHO_PENDING],
             pending_next: 0,
             echo_requests: 0,
@@ -343,6 +425,7 @@ impl Net {
                 ports,
                 version,
                 state <- new_mutex!(state),
+                incoming <- new_condvar!(),
                 work <- new_work!("ub::Net::work"),
                 timer <- HrTimer::new(),
                 stopping: Atomic::new(false),
@@ -371,10 +454,20 @@ impl Net {
     /// the ports are dropped (the caller shuts the ports down after).
     pub(crate) fn shutdown(&self) -> KVec<Arc<Port>> {
         self.stopping.store(true, Relaxed);
-        let (handle, ports) = {
+        let (handle, ports, chans) = {
             let mut st = self.state.lock();
-            (st.timer.take(), core::mem::take(&mut st.ports))
+            (
+                st.timer.take(),
+                core::mem::take(&mut st.ports),
+                core::mem::take(&mut st.chans),
+            )
         };
+        // The device is going: its channels fail, their readers and writers
+        // wake (and binders waiting for a peer give up).
+        for c in chans.iter() {
+            c.fail(ENODEV);
+        }
+        self.incoming.notify_all();
         drop(handle);
         // SAFETY: `work` is a field of this live `Net`; `flush_work` waits
         // for the queued or running instance, which sees `stopping` and
@@ -398,6 +491,7 @@ impl Net {
         }
         let now = now_ns();
         let mut notify: [Option<(ReplyTo, EchoReply)>; ECHO_BATCH] = [None; ECHO_BATCH];
+        let mut incoming = false;
         {
             let mut guard = self.state.lock();
             let st = &mut *guard;
@@ -420,21 +514,30 @@ impl Net {
                     corrupt: 0,
                     dropped: 0,
                 };
+                let mut failed = [None; FAIL_BATCH];
                 {
                     let ep = &mut st.ep;
                     let mut sink = Sink {
                         inbox: &mut inbox,
                         dgrams: &mut st.dgrams,
+                        chans: &st.chans,
+                        failed: &mut failed,
                     };
                     port.drain_up(|cfg, bytes| ep.handle_packet(now, pi, cfg, bytes, &mut sink));
                 }
+                for &tpn in failed.iter().flatten() {
+                    let _ = st.ep.close(now, tpn);
+                }
                 st.process_inbox(&inbox, now, self.index, &mut notify);
-                st.flush(now);
+                incoming |= st.flush(now);
             }
             if st.ep.poll_timeout().is_some_and(|t| t <= now) {
                 st.ep.handle_timeout(now);
             }
-            st.flush(now);
+            incoming |= st.flush(now);
+            if incoming {
+                self.incoming.notify_all();
+            }
             if !self.stopping.load(Relaxed) {
                 st.arm_timer(self, now);
             }
@@ -524,7 +627,9 @@ impl Net {
                 });
             }
             let before = st.ep.net_counters().no_route_drops;
-            st.flush(now_ns());
+            if st.flush(now_ns()) {
+                self.incoming.notify_all();
+            }
             if st.ep.net_counters().no_route_drops != before {
                 return Err(refuse(
                     ENETUNREACH,
@@ -699,7 +804,172 @@ impl Net {
     }
 }
 
+/// Why a channel cannot be opened, as an errno.
+fn open_errno(e: OpenError) -> Error {
+    match e {
+        OpenError::Config(ConfigError::NoLocalAddress) => EADDRNOTAVAIL,
+        OpenError::Config(_) => EINVAL,
+        OpenError::TableFull => ENOSPC,
+        OpenError::Alloc => ENOMEM,
+        OpenError::Exists => EADDRINUSE,
+    }
+}
+
+impl Net {
+    /// Opens channel `key` to `remote` with `cfg`, or binds the one the peer
+    /// opened already (both ends name it `key`). The channel is claimed by
+    /// the caller; it reaches RTS later ([`TpChannel::changed`]).
+    pub(crate) fn channel_connect(
+        self: &Arc<Self>,
+        remote: Addr,
+        key: u32,
+        cfg: ChannelConfig,
+    ) -> Result<Arc<TpChannel>> {
+        if self.stopping.load(Relaxed) {
+            return Err(ENODEV);
+        }
+        let ch = {
+            let mut st = self.state.lock();
+            if let Some(c) = st.claim(|i| i.remote == remote && i.key == key) {
+                c
+            } else {
+                let tpn = st
+                    .ep
+                    .connect(now_ns(), remote, key, cfg)
+                    .map_err(open_errno)?;
+                let c = match TpChannel::new(tpn, remote, key, true) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        let _ = st.ep.close(now_ns(), tpn);
+                        return Err(e);
+                    }
+                };
+                if let Err(e) = st.chans.push(c.clone(), GFP_KERNEL) {
+                    let _ = st.ep.close(now_ns(), tpn);
+                    return Err(e.into());
+                }
+                // The state is the endpoint's (it may have moved already).
+                if let Some(s) = st.ep.state(tpn) {
+                    c.set_state(s);
+                }
+                c
+            }
+        };
+        self.kick();
+        Ok(ch)
+    }
+
+    /// Waits up to `timeout_ms` for a peer to open channel `key` to us
+    /// (from `from`, or from anyone), and claims it.
+    pub(crate) fn channel_listen(
+        self: &Arc<Self>,
+        from: Option<Addr>,
+        key: u32,
+        timeout_ms: u32,
+        nonblock: bool,
+    ) -> Result<Arc<TpChannel>> {
+        let mut left = kernel::time::msecs_to_jiffies(timeout_ms);
+        let mut st = self.state.lock();
+        loop {
+            if self.stopping.load(Relaxed) {
+                return Err(ENODEV);
+            }
+            if let Some(c) = st.claim(|i| i.key == key && from.is_none_or(|f| f == i.remote)) {
+                return Ok(c);
+            }
+            if nonblock {
+                return Err(EAGAIN);
+            }
+            match self.incoming.wait_interruptible_timeout(&mut st, left) {
+                kernel::sync::CondVarTimeoutResult::Timeout => return Err(ETIMEDOUT),
+                kernel::sync::CondVarTimeoutResult::Signal { .. } => return Err(ERESTARTSYS),
+                kernel::sync::CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
+            }
+        }
+    }
+
+    /// Sends message `m` on `ch`; the message back with `EAGAIN` when the
+    /// channel cannot take it now (its send queue is full, or it is not in
+    /// RTS yet), or the errno the channel fails with.
+    pub(crate) fn channel_send(
+        self: &Arc<Self>,
+        ch: &TpChannel,
+        m: KVVec<u8>,
+    ) -> core::result::Result<(), (Error, Option<KVVec<u8>>)> {
+        if self.stopping.load(Relaxed) {
+            return Err((ENODEV, None));
+        }
+        let len = u32::try_from(m.len()).map_err(|_| (EMSGSIZE, None))?;
+        {
+            let mut st = self.state.lock();
+            let token = {
+                let mut g = ch.inner.lock();
+                if let Some(e) = g.error {
+                    return Err((e, None));
+                }
+                if g.closed {
+                    return Err((EPIPE, None));
+                }
+                match g.tx.put(m) {
+                    Ok(t) => t,
+                    Err(m) => return Err((EAGAIN, Some(m))),
+                }
+            };
+            match st.ep.send(ch.tpn, token, len) {
+                Ok(()) => ch.inner.lock().tx_messages += 1,
+                Err(e) => {
+                    let m = ch.inner.lock().tx.take(token);
+                    return Err(match e {
+                        SendError::WouldBlock | SendError::NotReady => (EAGAIN, m),
+                        SendError::Length => (EINVAL, None),
+                        SendError::NoChannel => (EPIPE, None),
+                        SendError::Format => (EADDRNOTAVAIL, None),
+                    });
+                }
+            }
+            if st.flush(now_ns()) {
+                self.incoming.notify_all();
+            }
+        }
+        self.kick();
+        Ok(())
+    }
+
+    /// The file bound to `ch` is closing: the channel is torn down (the
+    /// table lets it go once the endpoint reports it closed).
+    pub(crate) fn channel_close(self: &Arc<Self>, ch: &TpChannel) {
+        {
+            let mut st = self.state.lock();
+            let _ = st.ep.close(now_ns(), ch.tpn);
+            let _ = st.flush(now_ns());
+        }
+        self.kick();
+    }
+
+    /// The endpoint's view of `ch`: its peer's TPN and counters.
+    pub(crate) fn channel_stats(
+        &self,
+        ch: &TpChannel,
+    ) -> (Option<u32>, Option<crate::host::ChannelCounters>) {
+        let st = self.state.lock();
+        (st.ep.peer_tpn(ch.tpn), st.ep.counters(ch.tpn))
+    }
+}
+
 impl NetState {
+    /// Takes an unclaimed channel the peer opened that `pick` accepts.
+    fn claim(&mut self, pick: impl Fn(&crate::channel::TpInner) -> bool) -> Option<Arc<TpChannel>> {
+        for c in self.chans.iter() {
+            let mut g = c.inner.lock();
+            if !g.claimed && !g.closed && pick(&g) {
+                g.claimed = true;
+                drop(g);
+                return Some(c.clone());
+            }
+        }
+        None
+    }
+
     /// Answers the echo requests and matches the replies of one burst.
     fn process_inbox(
         &mut self,
@@ -752,20 +1022,77 @@ impl NetState {
         }
     }
 
-    /// Step 1 and 2 of the endpoint's call order: drain its events, then
-    /// queue every packet it can send while every port has room.
-    fn flush(&mut self, now: u64) {
+    /// Hands the endpoint's events to the datagram store and the
+    /// channels; `true` if a peer opened a channel (binders wait for it).
+    fn handle_events(&mut self, now: u64) -> bool {
+        let mut incoming = false;
         while let Some(ev) = self.ep.poll_event() {
-            if let Event::DatagramSent { token } = ev {
-                self.dgrams.release(token);
+            match ev {
+                Event::DatagramSent { token } => self.dgrams.release(token),
+                Event::MessageAcked { tpn, token } => {
+                    if let Some(c) = find_chan(&self.chans, tpn) {
+                        c.acked(token);
+                    }
+                }
+                Event::Writable { tpn } => {
+                    if let Some(c) = find_chan(&self.chans, tpn) {
+                        c.writable();
+                    }
+                }
+                Event::StateChanged { tpn, state } => {
+                    if let Some(c) = find_chan(&self.chans, tpn) {
+                        c.set_state(state);
+                    }
+                }
+                Event::ChannelError { tpn, cause } => {
+                    if let Some(c) = find_chan(&self.chans, tpn) {
+                        c.fail(cause_errno(cause));
+                    }
+                }
+                Event::Closed { tpn } => {
+                    if let Some(i) = self.chans.iter().position(|c| c.tpn == tpn) {
+                        let c = self.chans.remove(i);
+                        if let Ok(c) = c {
+                            c.set_closed();
+                        }
+                    }
+                }
+                Event::Incoming { tpn, remote, key } => {
+                    let unclaimed = self
+                        .chans
+                        .iter()
+                        .filter(|c| !c.inner.lock().claimed)
+                        .count();
+                    let made = if unclaimed < MAX_UNCLAIMED {
+                        TpChannel::new(tpn, remote, key, false).ok()
+                    } else {
+                        None
+                    };
+                    match made.map(|c| self.chans.push(c, GFP_KERNEL)) {
+                        Some(Ok(())) => incoming = true,
+                        // Refused: no room to keep it for a binder.
+                        _ => {
+                            let _ = self.ep.close(now, tpn);
+                        }
+                    }
+                }
             }
         }
+        incoming
+    }
+
+    /// Step 1 and 2 of the endpoint's call order: drain its events, then
+    /// queue every packet it can send while every port has room. `true` if
+    /// a peer opened a channel.
+    fn flush(&mut self, now: u64) -> bool {
+        let mut incoming = self.handle_events(now);
         let mut kicked = 0u64;
         while self.ports.iter().all(|p| p.tx_room()) {
-            let t = match self
-                .ep
-                .poll_transmit(now, &mut self.tx_buf[..], &mut self.dgrams)
-            {
+            let mut src = Source {
+                dgrams: &mut self.dgrams,
+                chans: &self.chans,
+            };
+            let t = match self.ep.poll_transmit(now, &mut self.tx_buf[..], &mut src) {
                 Ok(Some(t)) => t,
                 _ => break,
             };
@@ -776,17 +1103,14 @@ impl NetState {
                 let _ = port.queue_tx(t.meta.class.cfg(), t.meta.rt.bits(), t.sl, bytes);
                 kicked |= 1u64.checked_shl(u32::from(t.port)).unwrap_or(0);
             }
-            while let Some(ev) = self.ep.poll_event() {
-                if let Event::DatagramSent { token } = ev {
-                    self.dgrams.release(token);
-                }
-            }
+            incoming |= self.handle_events(now);
         }
         for (i, port) in self.ports.iter().enumerate() {
             if kicked & 1u64.checked_shl(i as u32).unwrap_or(0) != 0 {
                 port.kick();
             }
         }
+        incoming
     }
 
     fn arm_timer(&mut self, net: &Arc<Net>, now: u64) {

@@ -50,6 +50,16 @@ pub(crate) fn next_index() -> u32 {
 }
 
 /// Makes `net` visible to netlink.
+/// The device of index `index`, while it is bound.
+pub(crate) fn get(index: u32) -> Option<Arc<Net>> {
+    DEVICES
+        .lock()
+        .list
+        .iter()
+        .find(|n| n.index() == index)
+        .cloned()
+}
+
 pub(crate) fn add(net: Arc<Net>) -> Result {
     DEVICES.lock().list.push(net, GFP_KERNEL)?;
     Ok(())

@@ -16,6 +16,8 @@ pub mod proto;
 // so its modules are re-exported here.
 pub use proto::*;
 
+mod cdev;
+mod channel;
 pub mod kernel_crc;
 #[cfg(CONFIG_UB_KUNIT_TEST)]
 mod kunit;
@@ -55,6 +57,10 @@ module! {
 /// torn down.
 #[pin_data(PinnedDrop)]
 struct UbModule {
+    /// `/dev/ub_tp` (`cdev.rs`): unregistered first. An open file holds
+    /// the module (its `fops.owner`), so no file outlives the module.
+    #[pin]
+    _tp: cdev::Registration,
     /// The PCI driver of the UB controller (`pci.rs`).
     #[pin]
     _pci: pci::Registration,
@@ -76,6 +82,9 @@ impl kernel::InPlaceModule for UbModule {
             _debugfs: debugfs,
             _genl: netlink::Registration::new()?,
             _pci <- kernel::driver::Registration::new(<Self as kernel::ModuleMetadata>::NAME, module),
+            _tp <- cdev::Registration::register(kernel::miscdevice::MiscDeviceOptions {
+                name: c"ub_tp",
+            }),
         })
     }
 }

@@ -1,0 +1,427 @@
+// SPDX-License-Identifier: GPL-2.0
+//! `/dev/ub_tp`: TP Channels for user space (the ABI is
+//! `include/uapi/linux/ub.h`, the design `Documentation/ub/tp.rst`).
+//!
+//! Each open file is unbound until `UB_TP_IOC_BIND` makes it one RTP
+//! channel of a device; `write()` then sends one whole message and `read()`
+//! returns one whole message. Binding needs `CAP_NET_ADMIN` (a channel
+//! holds kernel memory and talks to the fabric in the device's name).
+//!
+//! Every ioctl argument is untrusted: the structs carry their ABI version,
+//! reserved fields must be zero, every field is range-checked, and a
+//! refused call changes nothing.
+//!
+//! Locking: [`TpFile::bound`] (a mutex) only guards which channel the file
+//! is bound to; readers and writers clone the channel's `Arc` and drop the
+//! lock before they wait.
+
+use kernel::{
+    bindings,
+    fs::{File, Kiocb},
+    ioctl::_IOWR,
+    iov::{IovIterDest, IovIterSource},
+    miscdevice::{MiscDevice, MiscDeviceRegistration},
+    new_mutex,
+    prelude::*,
+    sync::{Arc, Mutex},
+    transmute::{AsBytes, FromBytes},
+    types::ForeignOwnable,
+    uaccess::{UserPtr, UserSlice},
+};
+
+use crate::channel::TpChannel;
+use crate::host::{Addr, LoadBalance};
+use crate::transport::cm::ChannelState;
+use crate::transport::RetransmitMode;
+use crate::ub_net::{tp_config, Net};
+
+/// `UB_TP_ABI_VERSION`.
+const ABI_VERSION: u32 = 1;
+const UB_ADDR_NONE: u8 = 0;
+const UB_ADDR_CNA16: u8 = 1;
+const UB_ADDR_CNA24: u8 = 2;
+const UB_ADDR_IPV4: u8 = 3;
+const UB_ADDR_IPV6: u8 = 4;
+const UB_TP_BIND_LISTEN: u32 = 1 << 0;
+const UB_TP_BIND_FLAGS: u32 = UB_TP_BIND_LISTEN;
+const UB_TP_GO_BACK_N: u8 = 0;
+const UB_TP_SELECTIVE: u8 = 1;
+const UB_TP_FAST_RETRANSMIT: u32 = 1 << 0;
+const UB_TP_PER_PACKET: u32 = 1 << 1;
+const UB_TP_ATTR_FLAGS: u32 = UB_TP_FAST_RETRANSMIT | UB_TP_PER_PACKET;
+/// Default and largest wait of a bind for RTS.
+const BIND_TIMEOUT_MS: u32 = 5_000;
+const BIND_TIMEOUT_MAX_MS: u32 = 600_000;
+
+/// `struct ub_addr`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct UbAddr {
+    ty: u8,
+    reserved: [u8; 3],
+    addr: [u8; 16],
+}
+
+/// `struct ub_tp_bind`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct UbTpBind {
+    version: u32,
+    dev_index: u32,
+    remote: UbAddr,
+    key: u32,
+    flags: u32,
+    timeout_ms: u32,
+    retransmit: u8,
+    reserved0: [u8; 3],
+    attr_flags: u32,
+    mtu: u32,
+    tpn: u32,
+    peer_tpn: u32,
+    max_message: u32,
+    reserved: [u32; 8],
+}
+
+/// `struct ub_tp_info`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct UbTpInfo {
+    version: u32,
+    state: u32,
+    error: u32,
+    tpn: u32,
+    peer_tpn: u32,
+    rx_queued: u32,
+    tx_messages: u64,
+    tx_acked: u64,
+    rx_messages: u64,
+    tx_packets: u64,
+    rx_packets: u64,
+    rtx_fast: u64,
+    rtx_rto: u64,
+    rtx_mark_psn: u64,
+    rtx_go_back_n: u64,
+    rto_expiries: u64,
+    reserved: [u64; 8],
+}
+
+// The C header's layout, without padding (so every byte is a field).
+const _: () = assert!(core::mem::size_of::<UbAddr>() == 20);
+const _: () = assert!(core::mem::size_of::<UbTpBind>() == 96);
+const _: () = assert!(core::mem::size_of::<UbTpInfo>() == 168);
+
+// SAFETY: Integers and arrays of integers only, no padding (the sizes are
+// asserted above): every bit pattern is a valid value.
+unsafe impl FromBytes for UbAddr {}
+// SAFETY: As above; no padding, so no uninitialised byte is exposed.
+unsafe impl AsBytes for UbAddr {}
+// SAFETY: As for `UbAddr`.
+unsafe impl FromBytes for UbTpBind {}
+// SAFETY: As for `UbAddr`.
+unsafe impl AsBytes for UbTpBind {}
+// SAFETY: As for `UbAddr`.
+unsafe impl FromBytes for UbTpInfo {}
+// SAFETY: As for `UbAddr`.
+unsafe impl AsBytes for UbTpInfo {}
+
+const UB_TP_IOC_BIND: u32 = _IOWR::<UbTpBind>(b'U' as u32, 0x01);
+const UB_TP_IOC_INFO: u32 = _IOWR::<UbTpInfo>(b'U' as u32, 0x02);
+
+/// The address `a` names, `None` for `UB_ADDR_NONE`; `EINVAL` for an
+/// unknown type or bytes past the address.
+fn parse_addr(a: &UbAddr) -> Result<Option<Addr>> {
+    if a.reserved != [0; 3] {
+        return Err(EINVAL);
+    }
+    let (addr, n) = match a.ty {
+        UB_ADDR_NONE => (None, 0),
+        UB_ADDR_CNA16 => (
+            Some(Addr::Cna16(u16::from_be_bytes([a.addr[0], a.addr[1]]))),
+            2,
+        ),
+        UB_ADDR_CNA24 => (
+            Some(Addr::Cna24(u32::from_be_bytes([
+                0, a.addr[0], a.addr[1], a.addr[2],
+            ]))),
+            3,
+        ),
+        UB_ADDR_IPV4 => (
+            Some(Addr::Ipv4([a.addr[0], a.addr[1], a.addr[2], a.addr[3]])),
+            4,
+        ),
+        UB_ADDR_IPV6 => (Some(Addr::Ipv6(a.addr)), 16),
+        _ => return Err(EINVAL),
+    };
+    if a.addr.iter().skip(n).any(|&b| b != 0) {
+        return Err(EINVAL);
+    }
+    Ok(addr)
+}
+
+/// The `UB_TP_STATE_*` of a channel.
+fn state_code(s: ChannelState, closed: bool) -> u32 {
+    if closed {
+        return 5;
+    }
+    match s {
+        ChannelState::Reset => 0,
+        ChannelState::Rtr => 1,
+        ChannelState::Rts => 2,
+        ChannelState::Suspended => 3,
+        ChannelState::Err => 4,
+    }
+}
+
+/// Whether the file was opened not to wait (`O_NONBLOCK`).
+fn kiocb_nonblock<T: ForeignOwnable>(k: &Kiocb<'_, T>) -> bool {
+    let raw = k.as_raw();
+    // SAFETY: `raw` is the kiocb of the read or write being served, valid
+    // for the call, and its `ki_filp` is the file it is on, held open by
+    // the caller for the call.
+    let f_flags = unsafe { (*(*raw).ki_filp).f_flags };
+    f_flags & bindings::O_NONBLOCK != 0
+}
+
+/// A channel bound to a file.
+#[derive(Clone)]
+struct Bound {
+    net: Arc<Net>,
+    ch: Arc<TpChannel>,
+    max_message: u32,
+}
+
+/// One open `/dev/ub_tp` (see the module documentation).
+#[pin_data(PinnedDrop)]
+pub(crate) struct TpFile {
+    #[pin]
+    bound: Mutex<Option<Bound>>,
+}
+
+#[pinned_drop]
+impl PinnedDrop for TpFile {
+    fn drop(self: Pin<&mut Self>) {
+        if let Some(b) = self.bound.lock().take() {
+            b.net.channel_close(&b.ch);
+        }
+    }
+}
+
+impl TpFile {
+    fn bound(&self) -> Result<Bound> {
+        self.bound.lock().clone().ok_or(ENOTCONN)
+    }
+
+    fn bind(&self, file: &File, arg: usize) -> Result<isize> {
+        let size = core::mem::size_of::<UbTpBind>();
+        let (mut reader, mut writer) =
+            UserSlice::new(UserPtr::from_addr(arg), size).reader_writer();
+        let mut b: UbTpBind = reader.read()?;
+        if b.version != ABI_VERSION {
+            return Err(EPROTONOSUPPORT);
+        }
+        if b.reserved != [0; 8]
+            || b.reserved0 != [0; 3]
+            || b.flags & !UB_TP_BIND_FLAGS != 0
+            || b.attr_flags & !UB_TP_ATTR_FLAGS != 0
+            || !matches!(b.retransmit, UB_TP_GO_BACK_N | UB_TP_SELECTIVE)
+            || !(b.mtu == 0 || (256..=4096).contains(&b.mtu))
+            || b.timeout_ms > BIND_TIMEOUT_MAX_MS
+        {
+            return Err(EINVAL);
+        }
+        let listen = b.flags & UB_TP_BIND_LISTEN != 0;
+        let remote = parse_addr(&b.remote)?;
+        if remote.is_none() && !listen {
+            return Err(EDESTADDRREQ);
+        }
+        // SAFETY: `capable` only reads the current task's credentials.
+        if !unsafe { bindings::capable(bindings::CAP_NET_ADMIN as i32) } {
+            return Err(EPERM);
+        }
+        if self.bound.lock().is_some() {
+            return Err(EISCONN);
+        }
+        let net = crate::registry::get(b.dev_index).ok_or(ENODEV)?;
+        let mut cfg = tp_config();
+        cfg.mode = if b.retransmit == UB_TP_SELECTIVE {
+            RetransmitMode::Selective
+        } else {
+            RetransmitMode::GoBackN
+        };
+        cfg.fast_retransmit = b.attr_flags & UB_TP_FAST_RETRANSMIT != 0;
+        if cfg.mode == RetransmitMode::GoBackN && cfg.fast_retransmit {
+            // Go-Back-N with fast retransmission holds nothing out of order.
+            cfg.rx_slots = 0;
+        }
+        if b.attr_flags & UB_TP_PER_PACKET != 0 {
+            // 16 source ports (or LBFs): enough for the switches to spread
+            // the channel over every path.
+            cfg.lb = LoadBalance::PerPacket { range_log2: 4 };
+        }
+        if b.mtu != 0 {
+            cfg.mtu = b.mtu;
+        }
+        let nonblock = file.flags() & kernel::fs::file::flags::O_NONBLOCK != 0;
+        let timeout = if b.timeout_ms == 0 {
+            BIND_TIMEOUT_MS
+        } else {
+            b.timeout_ms
+        };
+        let ch = match remote {
+            Some(r) if !listen => net.channel_connect(r, b.key, cfg)?,
+            from => net.channel_listen(from, b.key, timeout, nonblock)?,
+        };
+        let max_message = cfg.max_message;
+        if !nonblock {
+            if let Err(e) = ch.wait_rts(timeout) {
+                net.channel_close(&ch);
+                return Err(e);
+            }
+        }
+        {
+            let mut g = self.bound.lock();
+            if g.is_some() {
+                drop(g);
+                net.channel_close(&ch);
+                return Err(EISCONN);
+            }
+            *g = Some(Bound {
+                net: net.clone(),
+                ch: ch.clone(),
+                max_message,
+            });
+        }
+        b.tpn = ch.tpn;
+        b.peer_tpn = net.channel_stats(&ch).0.unwrap_or(0);
+        b.max_message = max_message;
+        writer.write(&b)?;
+        if nonblock && ch.inner.lock().state != ChannelState::Rts {
+            return Err(EINPROGRESS);
+        }
+        Ok(0)
+    }
+
+    fn info(&self, arg: usize) -> Result<isize> {
+        let size = core::mem::size_of::<UbTpInfo>();
+        let (mut reader, mut writer) =
+            UserSlice::new(UserPtr::from_addr(arg), size).reader_writer();
+        let req: UbTpInfo = reader.read()?;
+        if req.version != ABI_VERSION {
+            return Err(EPROTONOSUPPORT);
+        }
+        let b = self.bound()?;
+        let (peer_tpn, c) = b.net.channel_stats(&b.ch);
+        let c = c.unwrap_or_default();
+        let g = b.ch.inner.lock();
+        let info = UbTpInfo {
+            version: ABI_VERSION,
+            state: state_code(g.state, g.closed),
+            error: g.error.map(|e| e.to_errno().unsigned_abs()).unwrap_or(0),
+            tpn: b.ch.tpn,
+            peer_tpn: peer_tpn.unwrap_or(0),
+            rx_queued: u32::try_from(g.rx.len()).unwrap_or(u32::MAX),
+            tx_messages: g.tx_messages,
+            tx_acked: g.tx_acked,
+            rx_messages: g.rx_messages,
+            tx_packets: c.tx_packets,
+            rx_packets: c.rx_packets,
+            rtx_fast: c.rtx_fast,
+            rtx_rto: c.rtx_rto,
+            rtx_mark_psn: c.rtx_mark_psn,
+            rtx_go_back_n: c.rtx_go_back_n,
+            rto_expiries: c.rto_expiries,
+            reserved: [0; 8],
+        };
+        drop(g);
+        writer.write(&info)?;
+        Ok(0)
+    }
+}
+
+/// The misc device (`/dev/ub_tp`).
+pub(crate) struct TpDevice;
+
+/// `/dev/ub_tp`'s registration, held by the module.
+pub(crate) type Registration = MiscDeviceRegistration<TpDevice>;
+
+#[vtable]
+impl MiscDevice for TpDevice {
+    type Ptr = Pin<KBox<TpFile>>;
+
+    fn open(_file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<Self::Ptr> {
+        KBox::try_pin_init(
+            try_pin_init!(TpFile {
+                bound <- new_mutex!(None),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    fn ioctl(me: Pin<&TpFile>, file: &File, cmd: u32, arg: usize) -> Result<isize> {
+        match cmd {
+            UB_TP_IOC_BIND => me.bind(file, arg),
+            UB_TP_IOC_INFO => me.info(arg),
+            _ => Err(ENOTTY),
+        }
+    }
+
+    fn read_iter(kiocb: Kiocb<'_, Self::Ptr>, iov: &mut IovIterDest<'_>) -> Result<usize> {
+        let nonblock = kiocb_nonblock(&kiocb);
+        let b = kiocb.file().bound()?;
+        loop {
+            let seen = b.ch.inner.lock().events;
+            if let Some(m) = b.ch.take_message(iov.len())? {
+                let n = iov.copy_to_iter(&m);
+                if n < m.len() {
+                    // Nothing is lost: the message goes back to the head.
+                    b.ch.untake_message(m);
+                    return Err(EFAULT);
+                }
+                return Ok(n);
+            }
+            {
+                let g = b.ch.inner.lock();
+                if let Some(e) = g.error {
+                    return Err(e);
+                }
+                if g.closed {
+                    return Ok(0);
+                }
+            }
+            if nonblock {
+                return Err(EAGAIN);
+            }
+            b.ch.wait_change(seen)?;
+        }
+    }
+
+    fn write_iter(kiocb: Kiocb<'_, Self::Ptr>, iov: &mut IovIterSource<'_>) -> Result<usize> {
+        let nonblock = kiocb_nonblock(&kiocb);
+        let b = kiocb.file().bound()?;
+        let len = iov.len();
+        if len == 0 {
+            return Err(EINVAL);
+        }
+        if len > usize::try_from(b.max_message).unwrap_or(0) {
+            return Err(EMSGSIZE);
+        }
+        let mut m = KVVec::with_capacity(len, GFP_KERNEL)?;
+        if iov.copy_from_iter_vec(&mut m, GFP_KERNEL)? != len {
+            return Err(EFAULT);
+        }
+        loop {
+            let seen = b.ch.inner.lock().events;
+            match b.net.channel_send(&b.ch, m) {
+                Ok(()) => return Ok(len),
+                Err((e, Some(back))) if e == EAGAIN => {
+                    if nonblock {
+                        return Err(EAGAIN);
+                    }
+                    m = back;
+                    b.ch.wait_change(seen)?;
+                }
+                Err((e, _)) => return Err(e),
+            }
+        }
+    }
+}
