@@ -1,0 +1,132 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+#
+# TP Channels between the two guests of the default fabric topology, under
+# faults: BER 1e-5 on every link of both guests, 1 % drops and 1 %
+# reordering in both switches. vm0 receives (ub-tp recv), vm1 sends (ub-tp
+# send) a stream of checksummed messages of 1 B to 1 MiB over one RTP
+# channel per retransmission combination (Go-Back-N or selective, with or
+# without fast retransmission); the receiver checks every message arrives
+# exactly once, in order and intact, and the counters show link retries
+# (ubctl port show -s) and transport retransmissions (ub-tp --info).
+#
+# Skips (exit 4) without a UB controller, ub-tp or ubctl, or without the
+# peer guest (ubtest.solo=1).
+
+DIR=$(dirname "$0")
+. "$DIR/../kselftest/ktap_helpers.sh"
+
+MODULE=${UB_MODULE:-/lib/modules/ub.ko}
+UBCTL=$(command -v ubctl)
+UBTP=$(command -v ub-tp)
+# Messages per channel, and their sizes (both ends derive the same
+# sequence from the seed).
+COUNT=${UB_TP_COUNT:-40}
+SIZES=${UB_TP_SIZES:-1-1048576}
+
+ktap_print_header
+if [ -z "$UBCTL" ] || [ -z "$UBTP" ] || [ ! -f "$MODULE" ]; then
+	ktap_skip_all "no ubctl, no ub-tp or no $MODULE"
+	exit "$KSFT_SKIP"
+fi
+if [ -d /sys/module/ub ]; then
+	ktap_skip_all "ub is already loaded"
+	exit "$KSFT_SKIP"
+fi
+if ! grep -qs 0xd0b1 /sys/bus/pci/devices/*/device; then
+	ktap_skip_all "no UB controller"
+	exit "$KSFT_SKIP"
+fi
+if grep -qw ubtest.solo=1 /proc/cmdline; then
+	ktap_skip_all "no peer guest (ubtest.solo=1)"
+	exit "$KSFT_SKIP"
+fi
+guest=$(sed -n 's/.*ubtest.guest=vm\([0-9]*\).*/\1/p' /proc/cmdline)
+guest=${guest:-0}
+peer=$((1 - guest))
+me=10.0.$((guest + 1)).100
+them=10.0.$((peer + 1)).100
+
+fabric() {
+	echo "# ub-host-hook: $*" > /dev/ttyS1
+	echo "# asked the host: ub-fabric $*"
+}
+links_up() {
+	i=0
+	until [ "$("$UBCTL" -j port show 0 | grep -o '"dll-state":"normal"' | wc -l)" -ge 2 ]; do
+		i=$((i + 1))
+		[ $i -le 600 ] || return 1
+		sleep 0.1
+	done
+}
+# ktap_test_result runs its command unquoted ($@): each test is one word.
+t_config() {
+	links_up && "$UBCTL" addr add 0 "$me" && "$UBCTL" route add 0 10.0.0.0/16 ports 0,1 per-packet
+}
+# The peer answers echoes (it configured its address too).
+t_peer() {
+	i=0
+	until "$UBCTL" ping -c 1 -W 1 -I 0 "$them" > /dev/null 2>&1; do
+		i=$((i + 1))
+		[ $i -le 120 ] || return 1
+	done
+}
+# The faults: each guest its own links; vm0 the switches.
+t_faults() {
+	fabric link "vm$guest.0" --ber 1e-5
+	fabric link "vm$guest.1" --ber 1e-5
+	if [ "$guest" = 0 ]; then
+		fabric switch sw0 --drop 0.01 --reorder 0.01
+		fabric switch sw1 --drop 0.01 --reorder 0.01
+	fi
+	sleep 2
+}
+t_clear() {
+	fabric link "vm$guest.0" --ber 0
+	fabric link "vm$guest.1" --ber 0
+	if [ "$guest" = 0 ]; then
+		fabric switch sw0 --drop 0 --reorder 0
+		fabric switch sw1 --drop 0 --reorder 0
+	fi
+}
+# stream KEY ARGS...: one channel named KEY, COUNT messages vm1 -> vm0.
+stream() {
+	key=$1
+	shift
+	if [ "$guest" = 0 ]; then
+		"$UBTP" recv --dev 0 --from "$them" --key "$key" --count "$COUNT" --sizes "$SIZES" \
+			--seed "$key" --timeout-ms 120000 --info "$@" > /tmp/ub-tp.out 2>&1
+	else
+		"$UBTP" send --dev 0 --to "$them" --key "$key" --count "$COUNT" --sizes "$SIZES" \
+			--seed "$key" --timeout-ms 120000 --info "$@" > /tmp/ub-tp.out 2>&1
+	fi
+	rc=$?
+	sed 's/^/# /' /tmp/ub-tp.out
+	return $rc
+}
+t_gbn() { stream 101 --retransmit gbn; }
+t_gbn_fast() { stream 102 --retransmit gbn --fast-retransmit; }
+t_sr() { stream 103 --retransmit sr; }
+t_sr_fast() { stream 104 --retransmit sr --fast-retransmit; }
+# The link layer repaired bit errors on this guest's links.
+t_link_retries() {
+	n=$("$UBCTL" -j -s port show 0 | grep -o '"retry-req-sets":[0-9]*' | cut -d: -f2 |
+		awk '{s += $1} END {print s + 0}')
+	echo "# retry-req-sets on this guest's ports: $n"
+	[ "$n" -gt 0 ]
+}
+
+ktap_set_plan 11
+ktap_test_result "insmod ub.ko" insmod "$MODULE"
+ktap_test_result "links up, address and route configured" t_config
+ktap_test_result "the peer answers" t_peer
+ktap_test_result "faults on: BER 1e-5, 1 % drops and reordering" t_faults
+ktap_test_result "Go-Back-N: $COUNT messages exactly once, intact" t_gbn
+ktap_test_result "Go-Back-N, fast retransmit: exactly once, intact" t_gbn_fast
+ktap_test_result "selective: exactly once, intact" t_sr
+ktap_test_result "selective, fast retransmit: exactly once, intact" t_sr_fast
+ktap_test_result "link retries on this guest's links" t_link_retries
+t_clear
+ktap_test_result "rmmod ub" rmmod ub
+ktap_test_result "ub is gone" test ! -e /sys/module/ub
+ktap_finished
