@@ -387,6 +387,28 @@ impl Channel {
         Ok(n)
     }
 
+    /// Waits until a message (or the end of the stream, or the channel's
+    /// error) can be read, at most `timeout`: false if none came in time.
+    pub fn wait_readable(&self, timeout: std::time::Duration) -> Result<bool> {
+        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+        let mut p = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        loop {
+            // SAFETY: `p` is one live pollfd, as the count says.
+            let r = unsafe { libc::poll(&mut p, 1, ms) };
+            if r >= 0 {
+                return Ok(r > 0);
+            }
+            let e = Error::last_os(Op::Recv);
+            if e.errno() != Some(libc::EINTR) {
+                return Err(e);
+            }
+        }
+    }
+
     /// The channel's state and counters.
     pub fn info(&self) -> Result<Info> {
         let mut raw = UbTpInfo {

@@ -11,6 +11,7 @@
 
 pub mod addr;
 pub mod channel;
+pub mod cli;
 pub mod error;
 pub mod message;
 pub mod sizes;
