@@ -155,7 +155,10 @@ mod tests {
         assert_eq!(p("cna24:0x010203"), Addr::Cna24(0x010203));
         assert_eq!(p("cna24:256"), Addr::Cna24(256));
         assert_eq!(p("10.0.1.100"), Addr::V4(Ipv4Addr::new(10, 0, 1, 100)));
-        assert_eq!(p("fe80::1"), Addr::V6(Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 1)));
+        assert_eq!(
+            p("fe80::1"),
+            Addr::V6(Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 1))
+        );
     }
 
     #[test]

@@ -291,6 +291,20 @@ impl Channel {
         })
     }
 
+    /// Adopts a descriptor that is bound already (inherited from the
+    /// process that bound it, say) and carries messages of at most
+    /// `max_message` bytes; `tpn()` and `peer_tpn()` read 0 (ask `info()`).
+    /// Any descriptor with message boundaries works, which is how the tests
+    /// run the stream code over a `SOCK_SEQPACKET` socket pair.
+    pub fn from_fd(fd: OwnedFd, max_message: usize) -> Channel {
+        Channel {
+            fd,
+            tpn: 0,
+            peer_tpn: 0,
+            max_message: u32::try_from(max_message).unwrap_or(u32::MAX),
+        }
+    }
+
     /// Opens channel `key` to `remote`.
     pub fn connect(dev_index: u32, remote: Addr, key: u32, opts: &BindOptions) -> Result<Channel> {
         let opts = BindOptions {
@@ -359,19 +373,15 @@ impl Channel {
     /// (empty at the end of the stream); its capacity grows to
     /// `max_message` once, so no message is too big.
     pub fn recv(&self, buf: &mut Vec<u8>) -> Result<usize> {
-        let want = usize::try_from(self.max_message).unwrap_or(usize::MAX).max(1);
+        let want = usize::try_from(self.max_message)
+            .unwrap_or(usize::MAX)
+            .max(1);
         buf.clear();
         buf.reserve(want);
         let spare = buf.spare_capacity_mut();
         // SAFETY: the spare capacity is valid for writes of its length;
         // read() only writes bytes (never reads them).
-        let n = unsafe {
-            libc::read(
-                self.fd.as_raw_fd(),
-                spare.as_mut_ptr().cast(),
-                spare.len(),
-            )
-        };
+        let n = unsafe { libc::read(self.fd.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len()) };
         if n < 0 {
             return Err(Error::last_os(Op::Recv));
         }
@@ -509,10 +519,7 @@ mod tests {
                 remote: None,
                 ..opts()
             },
-            BindOptions {
-                mtu: 255,
-                ..opts()
-            },
+            BindOptions { mtu: 255, ..opts() },
             BindOptions {
                 mtu: 4097,
                 ..opts()

@@ -95,7 +95,9 @@ impl Error {
     pub(crate) fn last_os(op: Op) -> Error {
         Error::Os {
             op,
-            errno: io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO),
+            errno: io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO),
         }
     }
 }
@@ -223,7 +225,10 @@ mod tests {
                 "write() errno {errno} has no meaning"
             );
             if errno != libc::EPIPE && errno != libc::EINVAL {
-                assert!(errno_meaning(Op::Recv, errno).is_some(), "read() errno {errno}");
+                assert!(
+                    errno_meaning(Op::Recv, errno).is_some(),
+                    "read() errno {errno}"
+                );
             }
         }
     }

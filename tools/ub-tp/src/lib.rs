@@ -6,7 +6,7 @@
 //! `tests/abi.rs`), `addr` the peer addresses, `channel` the safe channel
 //! (bind, send, receive, info), `error` the errnos and what they mean on a
 //! channel, `message` a checksummed message format, `sizes` the message
-//! size sequences of `--sizes`, `verify` the receiver's exactly-once,
+//! size sequences of `--sizes`, `stream` the two ends of a checked stream, `verify` the receiver's exactly-once,
 //! in-order, intact bookkeeping and `stats` ubperf's statistics.
 
 pub mod addr;
@@ -16,6 +16,7 @@ pub mod error;
 pub mod message;
 pub mod sizes;
 pub mod stats;
+pub mod stream;
 pub mod uapi;
 pub mod verify;
 

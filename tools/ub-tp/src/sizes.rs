@@ -190,10 +190,19 @@ mod tests {
     #[test]
     fn bad_specs_are_refused() {
         assert!(matches!("".parse::<SizeSpec>(), Err(SpecError::Empty(_))));
-        assert!(matches!("1,,2".parse::<SizeSpec>(), Err(SpecError::Empty(_))));
+        assert!(matches!(
+            "1,,2".parse::<SizeSpec>(),
+            Err(SpecError::Empty(_))
+        ));
         assert!(matches!("0".parse::<SizeSpec>(), Err(SpecError::Zero(_))));
-        assert!(matches!("x".parse::<SizeSpec>(), Err(SpecError::NotASize(_))));
-        assert!(matches!("K".parse::<SizeSpec>(), Err(SpecError::NotASize(_))));
+        assert!(matches!(
+            "x".parse::<SizeSpec>(),
+            Err(SpecError::NotASize(_))
+        ));
+        assert!(matches!(
+            "K".parse::<SizeSpec>(),
+            Err(SpecError::NotASize(_))
+        ));
         assert!(matches!(
             "9-3".parse::<SizeSpec>(),
             Err(SpecError::Backwards(_))

@@ -57,7 +57,10 @@ pub struct Summary {
 impl Summary {
     /// `count` messages arrived, each intact, in order, exactly once.
     pub fn ok(&self, count: u64) -> bool {
-        self.received == count && self.corrupt == 0 && self.out_of_order == 0 && self.duplicates == 0
+        self.received == count
+            && self.corrupt == 0
+            && self.out_of_order == 0
+            && self.duplicates == 0
     }
 }
 
@@ -225,7 +228,10 @@ mod tests {
         assert_eq!(v.accept(&m(0)), Verdict::Good(0));
         // Message 0 again, where 1 is expected.
         let dup = m(0);
-        assert!(m(1) != dup, "1-byte messages 0 and 1 should differ for this test");
+        assert!(
+            m(1) != dup,
+            "1-byte messages 0 and 1 should differ for this test"
+        );
         assert!(matches!(v.accept(&dup), Verdict::Corrupt(_)));
         // Counted as message 1: the stream goes on with 2.
         assert_eq!(v.accept(&m(2)), Verdict::Good(2));

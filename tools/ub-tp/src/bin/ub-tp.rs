@@ -12,13 +12,17 @@ use clap::{Parser, Subcommand};
 use serde_json::json;
 
 use ub_tp::cli::{info_text, ChannelArgs};
-use ub_tp::message;
 use ub_tp::sizes::SizeSpec;
-use ub_tp::verify::{Verdict, Verifier};
-use ub_tp::{Addr, Channel, Info, State};
+use ub_tp::stream;
+use ub_tp::verify::Verifier;
+use ub_tp::{Addr, Channel, Info};
 
 #[derive(Parser)]
-#[command(name = "ub-tp", version, about = "A checksummed message stream over a TP Channel")]
+#[command(
+    name = "ub-tp",
+    version,
+    about = "A checksummed message stream over a TP Channel"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -97,43 +101,16 @@ fn recv(s: &Stream, from: Option<Addr>, idle: u64) -> anyhow::Result<Outcome> {
     let ch = Channel::listen(s.channel.dev, from, s.channel.key, &opts)?;
     check_sizes(&ch, &s.sizes)?;
     let mut v = Verifier::new(s.sizes.clone(), s.seed);
-    let mut buf = Vec::new();
-    let mut error = None;
     let mut reported = 0;
     let start = Instant::now();
-    let mut seen = 0u64;
-    while v.summary().received < s.count {
-        if idle > 0 && !ch.wait_readable(Duration::from_millis(idle))? {
-            error = Some(format!(
-                "no message for {idle} ms (expecting seq {})",
-                v.expected()
-            ));
-            break;
-        }
-        match ch.recv(&mut buf) {
-            Ok(0) => {
-                error = Some(format!(
-                    "the peer closed the channel after {} of {} messages",
-                    v.summary().received,
-                    s.count
-                ));
-                break;
-            }
-            Ok(_) => {}
-            Err(e) => {
-                error = Some(e.to_string());
-                break;
-            }
-        }
-        seen += 1;
-        let verdict = v.accept(&buf);
-        if !matches!(verdict, Verdict::Good(_)) && reported < 10 {
+    let idle = (idle > 0).then(|| Duration::from_millis(idle));
+    let (sum, r) = stream::recv(&ch, &mut v, s.count, idle, |index, len, verdict| {
+        if reported < 10 {
             reported += 1;
-            eprintln!("ub-tp: message {seen} ({} bytes): {verdict:?}", buf.len());
+            eprintln!("ub-tp recv: message {index} ({len} bytes): {verdict:?}");
         }
-    }
+    });
     let elapsed = start.elapsed();
-    let sum = v.summary();
     let info = if s.info { Some(ch.info()?) } else { None };
     let mut fields = serde_json::Map::new();
     fields.insert("count".into(), json!(s.count));
@@ -142,62 +119,24 @@ fn recv(s: &Stream, from: Option<Addr>, idle: u64) -> anyhow::Result<Outcome> {
     }
     fields.insert("seconds".into(), json!(elapsed.as_secs_f64()));
     Ok(Outcome {
-        ok: error.is_none() && sum.ok(s.count),
-        error,
+        ok: r.is_ok() && sum.ok(s.count),
+        error: r.err().map(|e| e.to_string()),
         fields,
         info,
     })
-}
-
-fn wait_acked(ch: &Channel, count: u64, timeout: Duration) -> anyhow::Result<Info> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let i = ch.info()?;
-        if i.tx_acked >= count {
-            return Ok(i);
-        }
-        if i.state == State::Err {
-            bail!(
-                "the channel failed after {} of {count} messages were acknowledged: {}",
-                i.tx_acked,
-                ub_tp::error::describe(ub_tp::Op::Send, i.error)
-            );
-        }
-        if Instant::now() >= deadline {
-            bail!(
-                "{} of {count} messages acknowledged after {} ms",
-                i.tx_acked,
-                timeout.as_millis()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 fn send(s: &Stream, to: Addr, ack_timeout: u64) -> anyhow::Result<Outcome> {
     let opts = s.channel.bind_options();
     let ch = Channel::connect(s.channel.dev, to, s.channel.key, &opts)?;
     check_sizes(&ch, &s.sizes)?;
-    let mut buf = Vec::new();
-    let mut bytes = 0u64;
-    let mut sent = 0u64;
-    let mut error = None;
     let start = Instant::now();
-    for seq in 0..s.count {
-        buf.resize(s.sizes.size(seq, s.seed), 0);
-        message::encode_into(seq, s.seed, &mut buf);
-        if let Err(e) = ch.send(&buf) {
-            error = Some(format!("message {seq}: {e}"));
-            break;
-        }
-        sent += 1;
-        bytes += buf.len() as u64;
-    }
+    let (sent, mut r) = stream::send(&ch, &s.sizes, s.seed, s.count);
     let mut info = None;
-    if error.is_none() {
-        match wait_acked(&ch, s.count, Duration::from_millis(ack_timeout)) {
+    if r.is_ok() {
+        match stream::wait_acked(&ch, s.count, Duration::from_millis(ack_timeout)) {
             Ok(i) => info = Some(i),
-            Err(e) => error = Some(e.to_string()),
+            Err(e) => r = Err(e),
         }
     }
     let elapsed = start.elapsed();
@@ -206,13 +145,13 @@ fn send(s: &Stream, to: Addr, ack_timeout: u64) -> anyhow::Result<Outcome> {
     }
     let mut fields = serde_json::Map::new();
     fields.insert("count".into(), json!(s.count));
-    fields.insert("sent".into(), json!(sent));
-    fields.insert("bytes".into(), json!(bytes));
+    fields.insert("sent".into(), json!(sent.sent));
+    fields.insert("bytes".into(), json!(sent.bytes));
     fields.insert("acked".into(), json!(info.map(|i| i.tx_acked)));
     fields.insert("seconds".into(), json!(elapsed.as_secs_f64()));
     Ok(Outcome {
-        ok: error.is_none(),
-        error,
+        ok: r.is_ok(),
+        error: r.err().map(|e| e.to_string()),
         fields,
         info: if s.info { info } else { None },
     })
@@ -244,7 +183,10 @@ fn main() -> ExitCode {
         Ok(o) => o,
         Err(e) => {
             if stream.json {
-                println!("{}", json!({ "role": role, "ok": false, "error": format!("{e:#}") }));
+                println!(
+                    "{}",
+                    json!({ "role": role, "ok": false, "error": format!("{e:#}") })
+                );
             } else {
                 eprintln!("{e:#}");
             }
