@@ -14,6 +14,7 @@ pub mod channel;
 pub mod cli;
 pub mod error;
 pub mod message;
+pub mod perf;
 pub mod sizes;
 pub mod stats;
 pub mod stream;

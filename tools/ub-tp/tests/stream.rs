@@ -4,7 +4,7 @@
 //! and the receiver of `ub-tp` run against each other, and a raw write on
 //! the sender's side plays a broken transport.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::thread;
 use std::time::Duration;
 
@@ -12,39 +12,9 @@ use ub_tp::message::encode;
 use ub_tp::sizes::SizeSpec;
 use ub_tp::stream::{self, StreamError};
 use ub_tp::verify::{Verdict, Verifier};
-use ub_tp::Channel;
 
-const MAX: usize = 65536;
-
-fn pair() -> (Channel, Channel) {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` has room for the two descriptors socketpair() writes.
-    let r = unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    };
-    assert_eq!(r, 0, "socketpair: {}", std::io::Error::last_os_error());
-    for fd in fds {
-        let size: libc::c_int = 4 << 20;
-        // SAFETY: `size` is a live c_int of the length passed.
-        unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_SNDBUF,
-                (&size as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-    }
-    // SAFETY: socketpair() returned two new descriptors nothing else owns.
-    let (a, b) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    (Channel::from_fd(a, MAX), Channel::from_fd(b, MAX))
-}
+mod common;
+use common::pair;
 
 fn spec(s: &str) -> SizeSpec {
     s.parse().unwrap_or_else(|e| panic!("{s}: {e}"))
