@@ -39,7 +39,7 @@ struct Common {
     #[arg(long, value_enum, default_value = "bw")]
     mode: Mode,
     /// Channels, keys K..K+N-1, one thread each.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
     channels: u32,
     /// One JSON object on stdout.
     #[arg(short = 'j', long)]
