@@ -20,6 +20,11 @@ use crate::addr::Addr;
 use crate::error::{Error, Op, Result};
 use crate::uapi::*;
 
+/// The smallest buffer [`Channel::recv`] reads into.
+const MIN_RECV_BUFFER: usize = 4096;
+/// The largest: a channel holds no more unread.
+const RECV_BUFFER_MAX: usize = UB_TP_RX_QUEUE_BYTES as usize;
+
 /// The device node.
 pub const DEFAULT_PATH: &str = "/dev/ub_tp";
 
@@ -370,31 +375,42 @@ impl Channel {
     }
 
     /// Reads the next message into `buf`, which becomes exactly the message
-    /// (empty at the end of the stream); its capacity grows to
-    /// `max_message` once, so no message is too big.
+    /// (empty at the end of the stream). Its capacity grows to
+    /// `max_message` once; if `max_message` is not known yet (a
+    /// non-blocking bind) or a message is larger anyway, it doubles on
+    /// EMSGSIZE up to [`UB_TP_RX_QUEUE_BYTES`], the most a channel holds.
     pub fn recv(&self, buf: &mut Vec<u8>) -> Result<usize> {
-        let want = usize::try_from(self.max_message)
+        let mut want = usize::try_from(self.max_message)
             .unwrap_or(usize::MAX)
-            .max(1);
-        buf.clear();
-        buf.reserve(want);
-        let spare = buf.spare_capacity_mut();
-        // SAFETY: the spare capacity is valid for writes of its length;
-        // read() only writes bytes (never reads them).
-        let n = unsafe { libc::read(self.fd.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len()) };
-        if n < 0 {
-            return Err(Error::last_os(Op::Recv));
+            .max(MIN_RECV_BUFFER);
+        loop {
+            buf.clear();
+            buf.reserve(want);
+            let spare = buf.spare_capacity_mut();
+            // SAFETY: the spare capacity is valid for writes of its length;
+            // read() only writes bytes (never reads them).
+            let n =
+                unsafe { libc::read(self.fd.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len()) };
+            if n < 0 {
+                let e = Error::last_os(Op::Recv);
+                let cap = spare.len();
+                if e.is_message_too_big() && cap < RECV_BUFFER_MAX {
+                    want = cap.saturating_mul(2).min(RECV_BUFFER_MAX);
+                    continue;
+                }
+                return Err(e);
+            }
+            let n = n.unsigned_abs();
+            if n > spare.len() {
+                return Err(Error::Abi {
+                    op: Op::Recv,
+                    what: format!("read() returned {n} for a {}-byte buffer", spare.len()),
+                });
+            }
+            // SAFETY: read() initialised the first `n` bytes, within capacity.
+            unsafe { buf.set_len(n) };
+            return Ok(n);
         }
-        let n = n.unsigned_abs();
-        if n > spare.len() {
-            return Err(Error::Abi {
-                op: Op::Recv,
-                what: format!("read() returned {n} for a {}-byte buffer", spare.len()),
-            });
-        }
-        // SAFETY: read() initialised the first `n` bytes, within capacity.
-        unsafe { buf.set_len(n) };
-        Ok(n)
     }
 
     /// Waits until a message (or the end of the stream, or the channel's
