@@ -80,7 +80,7 @@ enum Cmd {
 }
 
 /// Prints a progress line to stderr once a second, from the third second
-/// on, until `done`.
+/// on (once messages flow), until `done`.
 fn progress_thread(
     counter: Arc<AtomicU64>,
     done: Arc<AtomicBool>,
@@ -96,7 +96,8 @@ fn progress_thread(
                 continue;
             }
             let now = counter.load(Ordering::Relaxed);
-            if secs >= 2 {
+            // Quiet while the channels are still being set up.
+            if secs >= 2 && now > 0 {
                 let rate = now as f64 / start.elapsed().as_secs_f64();
                 match size {
                     Some(s) => eprintln!(
