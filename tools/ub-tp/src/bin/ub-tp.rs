@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: GPL-2.0
+//! `ub-tp`: a checksummed message stream over one TP Channel, the tool the
+//! selftests drive. `recv` listens and checks every message is intact, of
+//! the SPEC's length, in order and exactly once; `send` connects, sends the
+//! stream and waits until the peer acknowledged all of it.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand};
+use serde_json::json;
+
+use ub_tp::cli::{info_text, ChannelArgs};
+use ub_tp::sizes::SizeSpec;
+use ub_tp::stream;
+use ub_tp::verify::Verifier;
+use ub_tp::{Addr, Channel, Info};
+
+#[derive(Parser)]
+#[command(
+    name = "ub-tp",
+    version,
+    about = "A checksummed message stream over a TP Channel"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(clap::Args)]
+struct Stream {
+    #[command(flatten)]
+    channel: ChannelArgs,
+    /// Messages in the stream.
+    #[arg(long, default_value_t = 1000)]
+    count: u64,
+    /// Message sizes: sizes used in turn (1,64,4K) and ranges spread
+    /// log-uniformly (1-1M); both ends must give the same SPEC and seed.
+    #[arg(long, default_value = "1,64,4096,65536,1048576")]
+    sizes: SizeSpec,
+    /// Seed of the payloads and of the sizes ranges pick.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print the channel's final counters.
+    #[arg(long)]
+    info: bool,
+    /// One JSON object on stdout.
+    #[arg(short = 'j', long)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Listen for the channel and check the stream.
+    Recv {
+        #[command(flatten)]
+        stream: Stream,
+        /// Take the channel only from this peer (default: anyone).
+        #[arg(long)]
+        from: Option<Addr>,
+        /// Fail if no message comes for this long, in ms (0: wait forever).
+        #[arg(long, default_value_t = 60_000)]
+        idle_timeout_ms: u64,
+    },
+    /// Connect and send the stream.
+    Send {
+        #[command(flatten)]
+        stream: Stream,
+        /// The peer.
+        #[arg(long)]
+        to: Addr,
+        /// How long to wait for the peer's acknowledgement of every message
+        /// once all are written, in ms.
+        #[arg(long, default_value_t = 60_000)]
+        ack_timeout_ms: u64,
+    },
+}
+
+/// How a run ended: its JSON fields and whether it succeeded.
+struct Outcome {
+    ok: bool,
+    error: Option<String>,
+    fields: serde_json::Map<String, serde_json::Value>,
+    info: Option<Info>,
+}
+
+fn check_sizes(ch: &Channel, sizes: &SizeSpec) -> anyhow::Result<()> {
+    let max = ch.max_message();
+    if max != 0 && sizes.max() > max {
+        bail!(
+            "--sizes reaches {} bytes, the channel carries at most {max}",
+            sizes.max()
+        );
+    }
+    Ok(())
+}
+
+fn recv(s: &Stream, from: Option<Addr>, idle: u64) -> anyhow::Result<Outcome> {
+    let opts = s.channel.bind_options();
+    let ch = Channel::listen(s.channel.dev, from, s.channel.key, &opts)?;
+    check_sizes(&ch, &s.sizes)?;
+    let mut v = Verifier::new(s.sizes.clone(), s.seed);
+    let mut reported = 0;
+    let start = Instant::now();
+    let idle = (idle > 0).then(|| Duration::from_millis(idle));
+    let (sum, r) = stream::recv(&ch, &mut v, s.count, idle, |index, len, verdict| {
+        if reported < 10 {
+            reported += 1;
+            eprintln!("ub-tp recv: message {index} ({len} bytes): {verdict:?}");
+        }
+    });
+    let elapsed = start.elapsed();
+    let info = if s.info { Some(ch.info()?) } else { None };
+    let mut fields = serde_json::Map::new();
+    fields.insert("count".into(), json!(s.count));
+    if let serde_json::Value::Object(m) = serde_json::to_value(sum)? {
+        fields.extend(m);
+    }
+    fields.insert("seconds".into(), json!(elapsed.as_secs_f64()));
+    Ok(Outcome {
+        ok: r.is_ok() && sum.ok(s.count),
+        error: r.err().map(|e| e.to_string()),
+        fields,
+        info,
+    })
+}
+
+fn send(s: &Stream, to: Addr, ack_timeout: u64) -> anyhow::Result<Outcome> {
+    let opts = s.channel.bind_options();
+    let ch = Channel::connect(s.channel.dev, to, s.channel.key, &opts)?;
+    check_sizes(&ch, &s.sizes)?;
+    let start = Instant::now();
+    let (sent, mut r) = stream::send(&ch, &s.sizes, s.seed, s.count);
+    let mut info = None;
+    if r.is_ok() {
+        match stream::wait_acked(&ch, s.count, Duration::from_millis(ack_timeout)) {
+            Ok(i) => info = Some(i),
+            Err(e) => r = Err(e),
+        }
+    }
+    let elapsed = start.elapsed();
+    if s.info && info.is_none() {
+        info = ch.info().ok();
+    }
+    let mut fields = serde_json::Map::new();
+    fields.insert("count".into(), json!(s.count));
+    fields.insert("sent".into(), json!(sent.sent));
+    fields.insert("bytes".into(), json!(sent.bytes));
+    fields.insert("acked".into(), json!(info.map(|i| i.tx_acked)));
+    fields.insert("seconds".into(), json!(elapsed.as_secs_f64()));
+    Ok(Outcome {
+        ok: r.is_ok(),
+        error: r.err().map(|e| e.to_string()),
+        fields,
+        info: if s.info { info } else { None },
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let (role, stream, r) = match &cli.cmd {
+        Cmd::Recv {
+            stream,
+            from,
+            idle_timeout_ms,
+        } => (
+            "recv",
+            stream,
+            recv(stream, *from, *idle_timeout_ms).context("ub-tp recv"),
+        ),
+        Cmd::Send {
+            stream,
+            to,
+            ack_timeout_ms,
+        } => (
+            "send",
+            stream,
+            send(stream, *to, *ack_timeout_ms).context("ub-tp send"),
+        ),
+    };
+    let out = match r {
+        Ok(o) => o,
+        Err(e) => {
+            if stream.json {
+                println!(
+                    "{}",
+                    json!({ "role": role, "ok": false, "error": format!("{e:#}") })
+                );
+            } else {
+                eprintln!("{e:#}");
+            }
+            return ExitCode::FAILURE;
+        }
+    };
+    if stream.json {
+        let mut obj = serde_json::Map::new();
+        obj.insert("role".into(), json!(role));
+        obj.insert("ok".into(), json!(out.ok));
+        obj.insert("error".into(), json!(out.error));
+        obj.extend(out.fields);
+        if let Some(i) = out.info {
+            obj.insert("info".into(), json!(i));
+        }
+        println!("{}", serde_json::Value::Object(obj));
+    } else {
+        let line: Vec<String> = out
+            .fields
+            .iter()
+            .map(|(k, v)| format!("{} {v}", k.replace('_', "-")))
+            .collect();
+        println!("ub-tp {role}: {}", line.join(", "));
+        if let Some(i) = out.info {
+            print!("{}", info_text(&i));
+        }
+        if let Some(e) = &out.error {
+            eprintln!("ub-tp {role}: {e}");
+        }
+    }
+    if out.ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

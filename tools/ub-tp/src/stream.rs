@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The two ends of a checksummed stream over a channel (what `ub-tp send`
+//! and `ub-tp recv` run): the sender writes messages 0..count of the SPEC's
+//! sizes, the receiver reads until it has `count` good ones, checking each
+//! with a [`Verifier`].
+
+use std::time::{Duration, Instant};
+
+use crate::channel::{Channel, Info, State};
+use crate::error::{describe, Op};
+use crate::message;
+use crate::sizes::SizeSpec;
+use crate::verify::{Summary, Verdict, Verifier};
+
+/// Why a stream stopped before its end.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    /// A channel call failed (the channel's errno and its meaning).
+    #[error("message {seq}: {source}")]
+    Channel {
+        /// The message being sent, or the seq the receiver expected.
+        seq: u64,
+        /// The failure.
+        source: crate::Error,
+    },
+    /// The peer closed its end early.
+    #[error("the peer closed the channel after {received} of {count} messages")]
+    Closed {
+        /// Good messages received.
+        received: u64,
+        /// Messages expected.
+        count: u64,
+    },
+    /// No message within the idle timeout.
+    #[error("no message for {ms} ms (expecting seq {seq})")]
+    Idle {
+        /// The timeout.
+        ms: u128,
+        /// The seq expected.
+        seq: u64,
+    },
+    /// The peer did not acknowledge everything in time.
+    #[error("{acked} of {count} messages acknowledged after {ms} ms")]
+    NotAcked {
+        /// Acknowledged.
+        acked: u64,
+        /// Sent.
+        count: u64,
+        /// The timeout.
+        ms: u128,
+    },
+    /// The channel entered ERR before everything was acknowledged.
+    #[error("the channel failed after {acked} of {count} messages were acknowledged: {reason}")]
+    Failed {
+        /// Acknowledged.
+        acked: u64,
+        /// Sent.
+        count: u64,
+        /// The errno's meaning.
+        reason: String,
+    },
+}
+
+/// The sender's progress.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Sent {
+    /// Messages written.
+    pub sent: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// Writes messages `0..count`; stops at the first failure (`sent` says how
+/// far it got).
+pub fn send(
+    ch: &Channel,
+    sizes: &SizeSpec,
+    seed: u64,
+    count: u64,
+) -> (Sent, Result<(), StreamError>) {
+    let mut s = Sent::default();
+    let mut buf = Vec::new();
+    for seq in 0..count {
+        buf.resize(sizes.size(seq, seed), 0);
+        message::encode_into(seq, seed, &mut buf);
+        if let Err(source) = ch.send(&buf) {
+            return (s, Err(StreamError::Channel { seq, source }));
+        }
+        s.sent += 1;
+        s.bytes += buf.len() as u64;
+    }
+    (s, Ok(()))
+}
+
+/// Waits until the peer acknowledged `count` messages (`tx_acked`), the
+/// channel failed, or `timeout` passed.
+pub fn wait_acked(ch: &Channel, count: u64, timeout: Duration) -> Result<Info, StreamError> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let i = ch
+            .info()
+            .map_err(|source| StreamError::Channel { seq: count, source })?;
+        if i.tx_acked >= count {
+            return Ok(i);
+        }
+        if i.state == State::Err {
+            return Err(StreamError::Failed {
+                acked: i.tx_acked,
+                count,
+                reason: describe(Op::Send, i.error),
+            });
+        }
+        if Instant::now() >= deadline {
+            return Err(StreamError::NotAcked {
+                acked: i.tx_acked,
+                count,
+                ms: timeout.as_millis(),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Reads until `count` good messages arrived or the stream stops; each
+/// message that is not the good next one goes to `bad` (its index among
+/// the messages read, its length, the verdict).
+pub fn recv(
+    ch: &Channel,
+    v: &mut Verifier,
+    count: u64,
+    idle: Option<Duration>,
+    mut bad: impl FnMut(u64, usize, Verdict),
+) -> (Summary, Result<(), StreamError>) {
+    let mut buf = Vec::new();
+    let mut index = 0u64;
+    while v.summary().received < count {
+        if let Some(t) = idle {
+            match ch.wait_readable(t) {
+                Ok(true) => {}
+                Ok(false) => {
+                    let e = StreamError::Idle {
+                        ms: t.as_millis(),
+                        seq: v.expected(),
+                    };
+                    return (v.summary(), Err(e));
+                }
+                Err(source) => {
+                    let seq = v.expected();
+                    return (v.summary(), Err(StreamError::Channel { seq, source }));
+                }
+            }
+        }
+        match ch.recv(&mut buf) {
+            Ok(0) => {
+                let e = StreamError::Closed {
+                    received: v.summary().received,
+                    count,
+                };
+                return (v.summary(), Err(e));
+            }
+            Ok(_) => {}
+            Err(source) => {
+                let seq = v.expected();
+                return (v.summary(), Err(StreamError::Channel { seq, source }));
+            }
+        }
+        let verdict = v.accept(&buf);
+        if !matches!(verdict, Verdict::Good(_)) {
+            bad(index, buf.len(), verdict);
+        }
+        index += 1;
+    }
+    (v.summary(), Ok(()))
+}

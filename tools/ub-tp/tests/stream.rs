@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The stream code end to end without the device: a `SOCK_SEQPACKET`
+//! socket pair keeps message boundaries as a TP Channel does, so the sender
+//! and the receiver of `ub-tp` run against each other, and a raw write on
+//! the sender's side plays a broken transport.
+
+use std::os::fd::AsRawFd;
+use std::thread;
+use std::time::Duration;
+
+use ub_tp::message::encode;
+use ub_tp::sizes::SizeSpec;
+use ub_tp::stream::{self, StreamError};
+use ub_tp::verify::{Verdict, Verifier};
+
+mod common;
+use common::pair;
+
+fn spec(s: &str) -> SizeSpec {
+    s.parse().unwrap_or_else(|e| panic!("{s}: {e}"))
+}
+
+#[test]
+fn a_stream_arrives_whole_in_order_once() {
+    let (tx, rx) = pair();
+    let sizes = spec("1,15,16,17,4096,1-65536");
+    let s2 = sizes.clone();
+    let sender = thread::spawn(move || stream::send(&tx, &s2, 7, 300));
+    let mut v = Verifier::new(sizes, 7);
+    let mut bad = Vec::new();
+    let (sum, r) = stream::recv(
+        &rx,
+        &mut v,
+        300,
+        Some(Duration::from_secs(10)),
+        |i, _, verdict| bad.push((i, verdict)),
+    );
+    let (sent, sr) = sender.join().unwrap_or_else(|_| panic!("sender panicked"));
+    assert!(sr.is_ok(), "{sr:?}");
+    assert!(r.is_ok(), "{r:?}");
+    assert!(bad.is_empty(), "{bad:?}");
+    assert!(sum.ok(300), "{sum:?}");
+    assert_eq!((sent.sent, sent.bytes), (300, sum.bytes));
+}
+
+#[test]
+fn damage_duplicates_and_an_early_close_are_reported() {
+    let (tx, rx) = pair();
+    let seed = 3;
+    let raw = |m: &[u8]| {
+        // SAFETY: `m` is valid for reads of its length.
+        let n = unsafe { libc::write(tx.as_raw_fd(), m.as_ptr().cast(), m.len()) };
+        assert_eq!(n, m.len() as isize);
+    };
+    raw(&encode(0, 100, seed));
+    raw(&encode(0, 100, seed)); // a duplicate
+    let mut m = encode(1, 100, seed);
+    m[60] ^= 1; // a flipped bit
+    raw(&m);
+    raw(&encode(1, 100, seed));
+    raw(&encode(3, 100, seed)); // 2 skipped
+    drop(tx);
+    let mut v = Verifier::new(spec("100"), seed);
+    let mut bad = Vec::new();
+    let (sum, r) = stream::recv(&rx, &mut v, 10, None, |i, _, verdict| {
+        bad.push((i, verdict))
+    });
+    assert!(
+        matches!(
+            r,
+            Err(StreamError::Closed {
+                received: 2,
+                count: 10
+            })
+        ),
+        "{r:?}"
+    );
+    assert_eq!(bad.len(), 3, "{bad:?}");
+    assert_eq!(bad[0], (1, Verdict::Duplicate(0)));
+    assert!(matches!(bad[1], (2, Verdict::Corrupt(_))));
+    assert_eq!(
+        bad[2],
+        (
+            4,
+            Verdict::OutOfOrder {
+                seq: 3,
+                expected: 2
+            }
+        )
+    );
+    assert_eq!(
+        (sum.received, sum.duplicates, sum.corrupt, sum.out_of_order),
+        (2, 1, 1, 1)
+    );
+}
+
+#[test]
+fn an_idle_peer_times_the_receiver_out() {
+    let (_tx, rx) = pair();
+    let mut v = Verifier::new(spec("8"), 1);
+    let (sum, r) = stream::recv(
+        &rx,
+        &mut v,
+        1,
+        Some(Duration::from_millis(50)),
+        |_, _, _| {},
+    );
+    assert!(matches!(r, Err(StreamError::Idle { seq: 0, .. })), "{r:?}");
+    assert_eq!(sum.received, 0);
+}
+
+#[test]
+fn a_send_error_names_the_message_and_its_errno() {
+    let (tx, rx) = pair();
+    drop(rx);
+    // SAFETY: ignoring SIGPIPE so the write fails with EPIPE instead.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    let (sent, r) = stream::send(&tx, &spec("10"), 1, 5);
+    assert_eq!(sent.sent, 0);
+    match r {
+        Err(StreamError::Channel { seq: 0, source }) => {
+            assert_eq!(source.errno(), Some(libc::EPIPE));
+            assert!(source.to_string().contains("the peer closed"), "{source}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
