@@ -97,9 +97,10 @@ build_module() { # OUTDIR KDIR [make args]
 # GUEST_BINS to the matching scripts/mkinitramfs arguments.
 build_guest_bins() {
 	RUSTFLAGS="-C target-feature=+crt-static" \
-		cargo build --release --locked -q -p ub-proto-check -p ubctl --target x86_64-unknown-linux-gnu
+		cargo build --release --locked -q -p ub-proto-check -p ubctl -p ub-tp --target x86_64-unknown-linux-gnu
 	local rel=$UB_ROOT/target/x86_64-unknown-linux-gnu/release
-	GUEST_BINS=(--bin "$rel/ub-proto-check" --bin "$rel/ubctl" --bin "$rel/ub-nlcheck")
+	GUEST_BINS=(--bin "$rel/ub-proto-check" --bin "$rel/ubctl" --bin "$rel/ub-nlcheck"
+		--bin "$rel/ub-tp" --bin "$rel/ubperf")
 }
 
 # What every guest of ub.ko must show: its KUnit suites and the selftests
