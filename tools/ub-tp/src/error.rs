@@ -133,6 +133,14 @@ pub fn errno_name(errno: i32) -> Option<&'static str> {
         libc::EISCONN => "EISCONN",
         libc::EFAULT => "EFAULT",
         libc::EINTR => "EINTR",
+        libc::EPROTONOSUPPORT => "EPROTONOSUPPORT",
+        libc::EDESTADDRREQ => "EDESTADDRREQ",
+        libc::EADDRINUSE => "EADDRINUSE",
+        libc::EADDRNOTAVAIL => "EADDRNOTAVAIL",
+        libc::ENETUNREACH => "ENETUNREACH",
+        libc::EHOSTUNREACH => "EHOSTUNREACH",
+        libc::ENOMEM => "ENOMEM",
+        libc::ENXIO => "ENXIO",
         _ => return None,
     })
 }

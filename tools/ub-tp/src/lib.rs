@@ -7,8 +7,10 @@
 //! (bind, send, receive, info), `error` the errnos and what they mean on a
 //! channel, `message` a checksummed message format, `sizes` the message
 //! size sequences of `--sizes`, `stream` the two ends of a checked stream, `verify` the receiver's exactly-once,
-//! in-order, intact bookkeeping and `stats` ubperf's statistics.
+//! in-order, intact bookkeeping `stats` ubperf's statistics and `abicheck`
+//! the errno every misuse of the device gets (`ub-tp abi-check`).
 
+pub mod abicheck;
 pub mod addr;
 pub mod channel;
 pub mod cli;

@@ -2,8 +2,10 @@
 //! `ub-tp`: a checksummed message stream over one TP Channel, the tool the
 //! selftests drive. `recv` listens and checks every message is intact, of
 //! the SPEC's length, in order and exactly once; `send` connects, sends the
-//! stream and waits until the peer acknowledged all of it.
+//! stream and waits until the peer acknowledged all of it. `abi-check`
+//! checks every misuse of `/dev/ub_tp` gets its errno (`ub_tp::abicheck`).
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -11,6 +13,8 @@ use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 use serde_json::json;
 
+use ub_tp::abicheck;
+use ub_tp::channel::DEFAULT_PATH;
 use ub_tp::cli::{info_text, ChannelArgs};
 use ub_tp::sizes::SizeSpec;
 use ub_tp::stream;
@@ -74,6 +78,16 @@ enum Cmd {
         /// once all are written, in ms.
         #[arg(long, default_value_t = 60_000)]
         ack_timeout_ms: u64,
+    },
+    /// Check that every misuse of the device gets the errno the kernel
+    /// documents and changes nothing (run as root; no peer needed).
+    AbiCheck {
+        /// The UB device index (ubctl dev show).
+        #[arg(long)]
+        dev: u32,
+        /// The TP Channel device node.
+        #[arg(long, default_value = DEFAULT_PATH)]
+        device: PathBuf,
     },
 }
 
@@ -178,6 +192,13 @@ fn main() -> ExitCode {
             stream,
             send(stream, *to, *ack_timeout_ms).context("ub-tp send"),
         ),
+        Cmd::AbiCheck { dev, device } => {
+            return if abicheck::run(device, *dev, abicheck::CASES, |l| println!("{l}")) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            };
+        }
     };
     let out = match r {
         Ok(o) => o,
