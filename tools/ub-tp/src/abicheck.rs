@@ -828,3 +828,356 @@ pub fn run(path: &Path, dev: u32, cases: &[Case], mut out: impl FnMut(&str)) -> 
     out(&summary(&vs));
     passed(&vs)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The device index the model takes as present.
+    const DEV: u32 = 0;
+
+    /// What `TpFile::bind` in `drivers/ub/cdev.rs` and, for a connect,
+    /// `ChannelConfig::validate` refuse, in the order they check (the
+    /// privilege check aside: the tests run the model as root). `None`:
+    /// the request is valid and goes on to the channel setup.
+    fn kernel_refusal(b: &UbTpBind) -> Option<i32> {
+        if b.version != UB_TP_ABI_VERSION {
+            return Some(libc::EPROTONOSUPPORT);
+        }
+        if b.reserved != [0; 8]
+            || b.reserved0 != [0; 3]
+            || b.flags & !UB_TP_BIND_FLAGS != 0
+            || b.attr_flags & !UB_TP_ATTR_FLAGS != 0
+            || b.retransmit > UB_TP_SELECTIVE
+            || !(b.mtu == 0 || (UB_TP_MTU_MIN..=UB_TP_MTU_MAX).contains(&b.mtu))
+            || b.timeout_ms > UB_TP_TIMEOUT_MAX_MS
+        {
+            return Some(libc::EINVAL);
+        }
+        let len = match b.remote.type_ {
+            UB_ADDR_NONE => 0,
+            UB_ADDR_CNA16 => 2,
+            UB_ADDR_CNA24 => 3,
+            UB_ADDR_IPV4 => 4,
+            UB_ADDR_IPV6 => 16,
+            _ => return Some(libc::EINVAL),
+        };
+        if b.remote.reserved != [0; 3] || b.remote.addr.iter().skip(len).any(|&x| x != 0) {
+            return Some(libc::EINVAL);
+        }
+        let listen = b.flags & UB_TP_BIND_LISTEN != 0;
+        if b.remote.type_ == UB_ADDR_NONE && !listen {
+            return Some(libc::EDESTADDRREQ);
+        }
+        if b.dev_index != DEV {
+            return Some(libc::ENODEV);
+        }
+        let both = UB_TP_FAST_RETRANSMIT | UB_TP_PER_PACKET;
+        if !listen && b.attr_flags & both == both {
+            return Some(libc::EINVAL);
+        }
+        None
+    }
+
+    fn edited(n: usize, edit: Edit) -> UbTpBind {
+        let mut b = base_bind(DEV, KEY_BASE + n as u32);
+        edit(&mut b);
+        b
+    }
+
+    fn numbered() -> impl Iterator<Item = (usize, &'static Case)> {
+        CASES.iter().enumerate().map(|(i, c)| (i + 1, c))
+    }
+
+    #[test]
+    fn the_base_request_is_valid() {
+        assert_eq!(kernel_refusal(&base_bind(DEV, KEY_BASE)), None);
+        let mut c = base_bind(DEV, KEY_BASE);
+        connect_unanswered(&mut c);
+        assert_eq!(kernel_refusal(&c), None);
+        assert_eq!(c.remote.addr[..4], UNANSWERED);
+    }
+
+    #[test]
+    fn each_refusal_row_trips_exactly_the_check_it_names() {
+        let mut checked = 0;
+        for (n, c) in numbered() {
+            let Action::Bind(edit) = c.action else {
+                continue;
+            };
+            let b = edited(n, edit);
+            let model = kernel_refusal(&b);
+            match (c.want, c.todo) {
+                (Want::Errno(e), None)
+                    if [
+                        libc::EPROTONOSUPPORT,
+                        libc::EINVAL,
+                        libc::EDESTADDRREQ,
+                        libc::ENODEV,
+                    ]
+                    .contains(&e) =>
+                {
+                    assert_eq!(model, Some(e), "case {n} ({}): {b:?}", c.what);
+                    assert_ne!(b, base_bind(DEV, KEY_BASE + n as u32), "case {n} edits nothing");
+                    checked += 1;
+                }
+                // Valid requests: the failure comes from the channel setup
+                // (or, for a TODO row, from the kernel's defect).
+                _ => assert_eq!(model, None, "case {n} ({}) is refused early", c.what),
+            }
+        }
+        assert!(checked >= 17, "only {checked} refusal rows");
+    }
+
+    #[test]
+    fn rows_the_kernel_accepts_cannot_hang() {
+        for (n, c) in numbered() {
+            let edit = match c.action {
+                Action::Bind(e)
+                | Action::BindReadOnly(e)
+                | Action::BindTwice(e)
+                | Action::BindUnprivileged(e) => e,
+                _ => continue,
+            };
+            let b = edited(n, edit);
+            if kernel_refusal(&b).is_none() {
+                let wait = if b.timeout_ms == 0 { 5000 } else { b.timeout_ms };
+                assert!(
+                    c.nonblock || wait <= 300,
+                    "case {n} ({}) may wait {wait} ms",
+                    c.what
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_refused_bind_is_followed_by_an_unbound_check() {
+        for (n, c) in numbered() {
+            let binds = !matches!(
+                c.action,
+                Action::Info { .. } | Action::InfoAt(_) | Action::Read | Action::Write
+            );
+            let binds_ok = matches!(c.want, Want::Errno(libc::EINPROGRESS | libc::EISCONN));
+            if binds && !binds_ok {
+                assert_eq!(c.then, Then::Unbound, "case {n} ({})", c.what);
+            }
+            if binds_ok {
+                assert_eq!(c.then, Then::Bound, "case {n} ({})", c.what);
+            }
+        }
+    }
+
+    #[test]
+    fn rows_are_named_once_and_their_errnos_print_by_name() {
+        for (n, c) in numbered() {
+            assert!(!c.what.is_empty(), "case {n}");
+            assert_eq!(
+                CASES.iter().filter(|d| d.what == c.what).count(),
+                1,
+                "{}",
+                c.what
+            );
+            if let Want::Errno(e) = c.want {
+                assert!(errno_name(e).is_some(), "case {n}: errno {e} has no name");
+                assert!(
+                    c.what.contains(errno_name(e).unwrap_or("?")),
+                    "case {n} does not say it wants {}",
+                    errno_text(e)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn keys_do_not_collide() {
+        let last = KEY_BASE + CASES.len() as u32;
+        assert!(KEY_RETRY > last);
+        // BindTwice's second key.
+        for n in 1..=CASES.len() as u32 {
+            let k = KEY_BASE.wrapping_add(n).wrapping_add(0x8000);
+            assert!(k > last && k != KEY_RETRY);
+        }
+    }
+
+    #[test]
+    fn the_issue_s_cases_are_all_there() {
+        let want = [
+            (libc::ENOTCONN, 1),
+            (libc::ENOTTY, 2),
+            (libc::EPROTONOSUPPORT, 2),
+            (libc::EINVAL, 11),
+            (libc::EDESTADDRREQ, 1),
+            (libc::ENODEV, 1),
+            (libc::EAGAIN, 1),
+            (libc::ETIMEDOUT, 1),
+            (libc::EPERM, 1),
+            (libc::EFAULT, 2),
+        ];
+        for (e, at_least) in want {
+            let n = CASES
+                .iter()
+                .filter(|c| c.want == Want::Errno(e) && c.todo.is_none())
+                .count();
+            assert!(n >= at_least, "{} rows want {}", n, errno_text(e));
+        }
+        assert!(CASES.iter().any(|c| c.want == Want::AnyError));
+    }
+
+    fn row(want: Want, then: Then, todo: Option<&'static str>) -> Case {
+        Case {
+            what: "thing",
+            nonblock: false,
+            action: Action::Read,
+            want,
+            then,
+            todo,
+        }
+    }
+
+    fn judged(c: Case, got: Result<(), i32>, then: Option<Result<(), i32>>) -> Verdict {
+        verdict(3, &c, &Ok(Outcome { got, then }))
+    }
+
+    #[test]
+    fn lines_say_what_was_got_and_wanted() {
+        let c = row(Want::Errno(libc::EINVAL), Then::Unbound, None);
+        let v = judged(c, Err(libc::EINVAL), Some(Err(libc::ENOTCONN)));
+        assert_eq!(v.line(), "ok 3 - thing");
+        assert!(!v.counts_as_failure());
+
+        let v = judged(c, Err(libc::ENOTTY), Some(Err(libc::ENOTCONN)));
+        assert_eq!(v.line(), "not ok 3 - thing: got ENOTTY, want EINVAL");
+        assert!(v.counts_as_failure());
+
+        let v = judged(c, Ok(()), Some(Err(libc::ENOTCONN)));
+        assert_eq!(v.line(), "not ok 3 - thing: got success, want EINVAL");
+
+        // The errno is right but the refused call bound the fd.
+        let v = judged(c, Err(libc::EINVAL), Some(Ok(())));
+        assert_eq!(
+            v.line(),
+            "not ok 3 - thing: got EINVAL then INFO success, want EINVAL then INFO ENOTCONN"
+        );
+
+        let c = row(Want::Errno(libc::ENOTCONN), Then::Nothing, None);
+        assert_eq!(
+            judged(c, Err(4242), None).line(),
+            "not ok 3 - thing: got errno 4242, want ENOTCONN"
+        );
+
+        let v = verdict(3, &c, &Err(SetupError("open /dev/ub_tp: ENOENT".into())));
+        assert_eq!(
+            v.line(),
+            "not ok 3 - thing: could not run: open /dev/ub_tp: ENOENT"
+        );
+    }
+
+    #[test]
+    fn any_error_rows_record_what_they_got() {
+        let c = row(Want::AnyError, Then::Unbound, None);
+        let v = judged(c, Err(libc::ETIMEDOUT), Some(Err(libc::ENOTCONN)));
+        assert_eq!(v.line(), "ok 3 - thing\n# got ETIMEDOUT");
+        let v = judged(c, Ok(()), Some(Ok(())));
+        assert_eq!(
+            v.line(),
+            "not ok 3 - thing: got success then INFO success, want an error then INFO ENOTCONN"
+        );
+    }
+
+    #[test]
+    fn known_kernel_defects_are_reported_but_do_not_fail_the_run() {
+        let c = row(Want::Errno(libc::EFAULT), Then::Unbound, Some("why"));
+        let bad = judged(c, Err(libc::EFAULT), Some(Ok(())));
+        assert_eq!(
+            bad.line(),
+            "not ok 3 - thing: got EFAULT then INFO success, want EFAULT then INFO ENOTCONN \
+             # TODO kernel: why"
+        );
+        assert!(!bad.counts_as_failure());
+        let fixed = judged(c, Err(libc::EFAULT), Some(Err(libc::ENOTCONN)));
+        assert_eq!(fixed.line(), "ok 3 - thing # TODO kernel: why");
+
+        let plain = row(Want::Errno(libc::EFAULT), Then::Nothing, None);
+        let good = judged(plain, Err(libc::EFAULT), None);
+        let failed = judged(plain, Err(libc::EIO), None);
+        assert!(passed(&[good.clone(), bad.clone(), fixed.clone()]));
+        assert!(!passed(&[good.clone(), bad.clone(), failed.clone()]));
+        assert_eq!(
+            summary(&[good, bad, fixed, failed]),
+            "# abi-check: 4 cases, 2 passed, 1 failed, 1 known kernel defects (TODO)"
+        );
+    }
+
+    // The runner against a device that is not /dev/ub_tp: it reports what
+    // the device really returned.
+    #[test]
+    fn the_runner_reports_the_device_s_errnos() {
+        let null = Path::new("/dev/null");
+        let info = case(
+            "i",
+            Action::Info { version: 1 },
+            Want::Errno(0),
+            Then::Unbound,
+        );
+        let o = run_case(null, 0, 1, &info);
+        assert_eq!(
+            o,
+            Ok(Outcome {
+                got: Err(libc::ENOTTY),
+                then: Some(Err(libc::ENOTTY))
+            })
+        );
+        let read = case("r", Action::Read, Want::Errno(0), Then::Nothing);
+        assert_eq!(
+            run_case(null, 0, 1, &read),
+            Ok(Outcome {
+                got: Ok(()),
+                then: None
+            })
+        );
+        for a in [Action::BindAt(BAD_POINTER), Action::BindReadOnly(|_| {})] {
+            let c = case("b", a, Want::Errno(0), Then::Nothing);
+            assert_eq!(
+                run_case(null, 0, 1, &c).map(|o| o.got),
+                Ok(Err(libc::ENOTTY))
+            );
+        }
+        let missing = run_case(Path::new("/nonexistent/ub_tp"), 0, 1, &read);
+        assert!(
+            matches!(&missing, Err(SetupError(e)) if e.contains("ENOENT")),
+            "{missing:?}"
+        );
+        let mut lines = Vec::new();
+        assert!(!run(null, 0, &CASES[..3], |l| lines.push(l.to_owned())));
+        assert_eq!(lines.first().map(String::as_str), Some("1..3"));
+        assert_eq!(lines.len(), 5, "{lines:?}");
+        assert!(lines[1].starts_with("not ok 1 - "), "{lines:?}");
+    }
+
+    #[test]
+    fn the_unprivileged_child_reports_back() {
+        let c = case(
+            "u",
+            Action::BindUnprivileged(|_| {}),
+            Want::Errno(0),
+            Then::Unbound,
+        );
+        let o = run_case(Path::new("/dev/null"), 0, 1, &c);
+        // SAFETY: geteuid only reads this process's credentials.
+        if unsafe { libc::geteuid() } == 0 {
+            assert_eq!(
+                o,
+                Ok(Outcome {
+                    got: Err(libc::ENOTTY),
+                    then: Some(Err(libc::ENOTTY))
+                })
+            );
+        } else {
+            assert!(
+                matches!(&o, Err(SetupError(e)) if e.contains("child: setgroups: EPERM")),
+                "{o:?}"
+            );
+        }
+    }
+}
