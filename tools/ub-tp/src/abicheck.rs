@@ -248,7 +248,11 @@ pub const CASES: &[Case] = &[
         |b| b.attr_flags = 1 << 2,
         libc::EINVAL,
     ),
-    refused("BIND with retransmit 2: EINVAL", |b| b.retransmit = 2, libc::EINVAL),
+    refused(
+        "BIND with retransmit 2: EINVAL",
+        |b| b.retransmit = 2,
+        libc::EINVAL,
+    ),
     refused("BIND with mtu 100: EINVAL", |b| b.mtu = 100, libc::EINVAL),
     refused("BIND with mtu 8192: EINVAL", |b| b.mtu = 8192, libc::EINVAL),
     refused(
@@ -918,7 +922,11 @@ mod tests {
                     .contains(&e) =>
                 {
                     assert_eq!(model, Some(e), "case {n} ({}): {b:?}", c.what);
-                    assert_ne!(b, base_bind(DEV, KEY_BASE + n as u32), "case {n} edits nothing");
+                    assert_ne!(
+                        b,
+                        base_bind(DEV, KEY_BASE + n as u32),
+                        "case {n} edits nothing"
+                    );
                     checked += 1;
                 }
                 // Valid requests: the failure comes from the channel setup
@@ -941,7 +949,11 @@ mod tests {
             };
             let b = edited(n, edit);
             if kernel_refusal(&b).is_none() {
-                let wait = if b.timeout_ms == 0 { 5000 } else { b.timeout_ms };
+                let wait = if b.timeout_ms == 0 {
+                    5000
+                } else {
+                    b.timeout_ms
+                };
                 assert!(
                     c.nonblock || wait <= 300,
                     "case {n} ({}) may wait {wait} ms",
