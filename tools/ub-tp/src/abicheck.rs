@@ -290,6 +290,17 @@ pub const CASES: &[Case] = &[
         |b| b.dev_index = 999,
         libc::ENODEV,
     ),
+    // Net::channel_connect -> Endpoint::check_format (before the address
+    // and configuration checks, so no address is needed).
+    refused(
+        "connect BIND to a CNA16 address: EINVAL (RTP runs over IP or CNA24 only)",
+        |b| {
+            b.flags = 0;
+            b.remote.type_ = UB_ADDR_CNA16;
+            b.remote.addr[..2].copy_from_slice(&[0x01, 0x00]);
+        },
+        libc::EINVAL,
+    ),
     // Net::channel_connect -> Endpoint::connect -> ChannelConfig::validate.
     refused(
         "BIND GO_BACK_N with fast retransmit and per-packet to 10.0.99.99: EINVAL",
@@ -876,6 +887,9 @@ mod tests {
         if b.dev_index != DEV {
             return Some(libc::ENODEV);
         }
+        if !listen && b.remote.type_ == UB_ADDR_CNA16 {
+            return Some(libc::EINVAL);
+        }
         let both = UB_TP_FAST_RETRANSMIT | UB_TP_PER_PACKET;
         if !listen && b.attr_flags & both == both {
             return Some(libc::EINVAL);
@@ -1018,7 +1032,7 @@ mod tests {
             (libc::ENOTCONN, 1),
             (libc::ENOTTY, 2),
             (libc::EPROTONOSUPPORT, 2),
-            (libc::EINVAL, 11),
+            (libc::EINVAL, 12),
             (libc::EDESTADDRREQ, 1),
             (libc::ENODEV, 1),
             (libc::EAGAIN, 1),
