@@ -360,9 +360,14 @@ fn endpoint_config(ports: u32) -> Result<EndpointConfig> {
         max_routes: 16,
         max_groups: 4,
         datagram_queue: DGRAM_SLOTS as u16,
+        // Channel setup and teardown messages queue behind data in the
+        // switches: after a retransmission storm of a closed channel, a
+        // TCG fabric takes a second or more to drain, and 5 tries 100 ms
+        // apart failed setups that would have worked (ub_tp.sh saw
+        // ECONNREFUSED at both ends). 15 tries 200 ms apart give 3 s.
         cm: CmTiming {
-            retry_ns: 100_000_000,
-            max_tries: 5,
+            retry_ns: 200_000_000,
+            max_tries: 15,
         },
         // Channels a peer opens are accepted with the driver's
         // configuration and wait for a file to bind them (UB_TP_BIND_LISTEN).

@@ -114,6 +114,43 @@ t_gbn() { stream 101 --retransmit gbn; }
 t_gbn_fast() { stream 102 --retransmit gbn --fast-retransmit; }
 t_sr() { stream 103 --retransmit sr; }
 t_sr_fast() { stream 104 --retransmit sr --fast-retransmit; }
+# vm1's plane 1 is pulled while the stream runs (faults off): the channel
+# carries on over plane 0 (the endpoint leaves the down port out of its
+# routes, the switches route round it) and loses nothing.
+t_plane_down() {
+	if [ "$guest" = 1 ]; then
+		( sleep 1; fabric link vm1.1 --down ) &
+	fi
+	stream 105 --retransmit sr --fast-retransmit
+	rc=$?
+	if [ "$guest" = 1 ]; then
+		wait
+		fabric link vm1.1 --up
+	fi
+	return $rc
+}
+# Every path between the guests goes (both of vm1's links): the sending
+# channel reaches ERR within its retry limit (about 4 s of RTOs) and
+# write()/read() report ETIMEDOUT. The receiver gets only intact messages,
+# exactly once, before it gives up.
+t_paths_gone() {
+	if [ "$guest" = 1 ]; then
+		( sleep 1; fabric link vm1.0 --down; fabric link vm1.1 --down ) &
+		"$UBTP" send --dev 0 --to "$them" --key 106 --count 100000 --sizes 4096 --seed 106 \
+			--timeout-ms 60000 --info > /tmp/ub-tp.out 2>&1
+		rc=$?
+		wait
+		sed 's/^/# /' /tmp/ub-tp.out
+		fabric link vm1.0 --up
+		fabric link vm1.1 --up
+		[ $rc -ne 0 ] && grep -q ETIMEDOUT /tmp/ub-tp.out && grep -q "state Err" /tmp/ub-tp.out
+	else
+		timeout 40 "$UBTP" recv --dev 0 --from "$them" --key 106 --count 100000 \
+			--sizes 4096 --seed 106 --timeout-ms 60000 > /tmp/ub-tp.out 2>&1
+		sed 's/^/# /' /tmp/ub-tp.out
+		! grep -Eq "corrupt [1-9]|out-of-order [1-9]|duplicates [1-9]" /tmp/ub-tp.out
+	fi
+}
 # The link layer repaired bit errors on this guest's links.
 t_link_retries() {
 	n=$(retries)
@@ -121,7 +158,7 @@ t_link_retries() {
 	[ "$n" -gt "$retries_before" ]
 }
 
-ktap_set_plan 11
+ktap_set_plan 13
 ktap_test_result "insmod ub.ko" insmod "$MODULE"
 ktap_test_result "links up, address and route configured" t_config
 ktap_test_result "the peer answers" t_peer
@@ -132,6 +169,8 @@ ktap_test_result "selective: exactly once, intact" t_sr
 ktap_test_result "selective, fast retransmit: exactly once, intact" t_sr_fast
 ktap_test_result "link retries on this guest's links" t_link_retries
 t_clear
+ktap_test_result "plane 1 of vm1 pulled mid-stream: nothing lost" t_plane_down
+ktap_test_result "every path gone: ERR with ETIMEDOUT, nothing corrupt" t_paths_gone
 ktap_test_result "rmmod ub" rmmod ub
 ktap_test_result "ub is gone" test ! -e /sys/module/ub
 ktap_finished
