@@ -350,8 +350,8 @@ pub const CASES: &[Case] = &[
             Want::Errno(libc::EINPROGRESS),
             Then::Bound,
         )),
-        "the refused bind's channel lingers in the endpoint while its DREQ is retried \
-         (5 x 100 ms): EADDRINUSE",
+        "the refused bind's channel stays in the endpoint until its teardown ends (DREQ \
+         retried per net.rs's CmTiming, up to 3 s): EADDRINUSE",
     ),
     nonblocking(case(
         "connect BIND to 10.0.99.99, O_NONBLOCK: EINPROGRESS, bound",
