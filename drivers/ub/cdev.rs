@@ -254,6 +254,11 @@ impl TpFile {
             cfg.rx_slots = 0;
         }
         if b.attr_flags & UB_TP_PER_PACKET != 0 {
+            if cfg.fast_retransmit {
+                // Spraying reorders on purpose: every reorder would look
+                // like a loss (refused for listening binds too).
+                return Err(EINVAL);
+            }
             // 16 source ports (or LBFs): enough for the switches to spread
             // the channel over every path.
             cfg.lb = LoadBalance::PerPacket { range_log2: 4 };
@@ -267,16 +272,30 @@ impl TpFile {
         } else {
             b.timeout_ms
         };
+        // One deadline for the whole call: waiting for the peer, then for
+        // RTS.
+        let start = crate::port::now_ns();
         let ch = match remote {
             Some(r) if !listen => net.channel_connect(r, b.key, cfg)?,
             from => net.channel_listen(from, b.key, timeout, nonblock)?,
         };
         let max_message = cfg.max_message;
         if !nonblock {
-            if let Err(e) = ch.wait_rts(timeout) {
+            let spent_ms = crate::port::now_ns().saturating_sub(start) / 1_000_000;
+            let left = u64::from(timeout).saturating_sub(spent_ms).max(1);
+            if let Err(e) = ch.wait_rts(u32::try_from(left).unwrap_or(timeout)) {
                 net.channel_close(&ch);
                 return Err(e);
             }
+        }
+        b.tpn = ch.tpn;
+        b.peer_tpn = net.channel_stats(&ch).0.unwrap_or(0);
+        b.max_message = max_message;
+        // The answer goes out before the file is bound: a bind whose answer
+        // cannot be written (EFAULT) leaves the file unbound.
+        if let Err(e) = writer.write(&b) {
+            net.channel_close(&ch);
+            return Err(e);
         }
         {
             let mut g = self.bound.lock();
@@ -291,10 +310,6 @@ impl TpFile {
                 max_message,
             });
         }
-        b.tpn = ch.tpn;
-        b.peer_tpn = net.channel_stats(&ch).0.unwrap_or(0);
-        b.max_message = max_message;
-        writer.write(&b)?;
         if nonblock && ch.inner.lock().state != ChannelState::Rts {
             return Err(EINPROGRESS);
         }

@@ -76,6 +76,16 @@ retries() {
 	"$UBCTL" -j -s port show 0 | grep -o '"retry-req-sets":[0-9]*' | cut -d: -f2 |
 		awk '{s += $1} END {print s + 0}'
 }
+# Malformed and refused ioctls, reads and writes on /dev/ub_tp (ub-tp
+# abi-check: each gets its errno and leaves the file as it was). The
+# device has its address already; vm0 only (it needs no peer).
+t_abi() {
+	[ "$guest" = 0 ] || { echo "# vm0 runs it"; return 0; }
+	"$UBTP" abi-check --dev 0 > /tmp/ub-tp-abi.out 2>&1
+	rc=$?
+	sed 's/^/# /' /tmp/ub-tp-abi.out
+	return $rc
+}
 # The faults: each guest its own links; vm0 the switches.
 t_faults() {
 	retries_before=$(retries)
@@ -158,10 +168,11 @@ t_link_retries() {
 	[ "$n" -gt "$retries_before" ]
 }
 
-ktap_set_plan 13
+ktap_set_plan 14
 ktap_test_result "insmod ub.ko" insmod "$MODULE"
 ktap_test_result "links up, address and route configured" t_config
 ktap_test_result "the peer answers" t_peer
+ktap_test_result "ub-tp abi-check: malformed and refused calls get their errno" t_abi
 ktap_test_result "faults on: BER 1e-5, 1 % drops and reordering" t_faults
 ktap_test_result "Go-Back-N: $COUNT messages exactly once, intact" t_gbn
 ktap_test_result "Go-Back-N, fast retransmit: exactly once, intact" t_gbn_fast

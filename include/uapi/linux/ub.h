@@ -77,7 +77,13 @@ struct ub_addr {
  * is opened to remote (a peer opening the same key to us at the same time,
  * or before, converges on the same channel); with it, the call waits for a
  * peer to open key to us (from remote, or from anyone if remote.type is
- * UB_ADDR_NONE). Blocks until the channel is in RTS, at most timeout_ms
+ * UB_ADDR_NONE). RTP runs over IPv4, IPv6 and CNA24 addresses (a CNA16
+ * remote is refused with EINVAL). A listening end takes the channel as the
+ * peer proposed it (retransmit, attr_flags and mtu apply to connects; the
+ * forbidden fast retransmit with per-packet spraying is refused either
+ * way). A bind that fails (timeout, signal) tears its channel down; the
+ * key is free for a new connect to that peer once the teardown is done
+ * (about 3 s at most). Blocks until the channel is in RTS, at most timeout_ms
  * (0: 5000); with O_NONBLOCK it returns at once (EINPROGRESS) and poll-free
  * callers retry UB_TP_IOC_INFO until the state is RTS.
  */

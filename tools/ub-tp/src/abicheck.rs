@@ -135,13 +135,6 @@ const fn nonblocking(c: Case) -> Case {
     }
 }
 
-const fn todo(c: Case, why: &'static str) -> Case {
-    Case {
-        todo: Some(why),
-        ..c
-    }
-}
-
 const fn refused(what: &'static str, edit: Edit, errno: i32) -> Case {
     case(what, Action::Bind(edit), Want::Errno(errno), Then::Unbound)
 }
@@ -320,15 +313,11 @@ pub const CASES: &[Case] = &[
         },
         libc::EINVAL,
     ),
-    todo(
-        nonblocking(refused(
-            "LISTEN BIND with fast retransmit and per-packet: EINVAL",
-            |b| b.attr_flags = UB_TP_FAST_RETRANSMIT | UB_TP_PER_PACKET,
-            libc::EINVAL,
-        )),
-        "a LISTEN bind never validates retransmit, attr_flags or mtu (the accepted channel \
-         keeps the driver's configuration): EAGAIN",
-    ),
+    nonblocking(refused(
+        "LISTEN BIND with fast retransmit and per-packet: EINVAL",
+        |b| b.attr_flags = UB_TP_FAST_RETRANSMIT | UB_TP_PER_PACKET,
+        libc::EINVAL,
+    )),
     // Binds the kernel takes but that cannot complete without a peer.
     case(
         "legal connect BIND to 10.0.99.99 (timeout_ms 300) fails, nothing bound",
@@ -340,19 +329,17 @@ pub const CASES: &[Case] = &[
         Want::AnyError,
         Then::Unbound,
     ),
-    todo(
-        nonblocking(case(
-            "the same connect BIND again at once, O_NONBLOCK: EINPROGRESS, bound",
-            Action::Bind(|b| {
-                connect_unanswered(b);
-                b.key = KEY_RETRY;
-            }),
-            Want::Errno(libc::EINPROGRESS),
-            Then::Bound,
-        )),
-        "the refused bind's channel stays in the endpoint until its teardown ends (DREQ \
-         retried per net.rs's CmTiming, up to 3 s): EADDRINUSE",
-    ),
+    // ub.h: a failed bind's channel is torn down; the key is free again
+    // once the teardown is done (up to 3 s), not at once.
+    nonblocking(case(
+        "the same connect BIND again at once, O_NONBLOCK: EADDRINUSE (teardown), nothing bound",
+        Action::Bind(|b| {
+            connect_unanswered(b);
+            b.key = KEY_RETRY;
+        }),
+        Want::Errno(libc::EADDRINUSE),
+        Then::Unbound,
+    )),
     nonblocking(case(
         "connect BIND to 10.0.99.99, O_NONBLOCK: EINPROGRESS, bound",
         Action::Bind(connect_unanswered),
@@ -365,15 +352,12 @@ pub const CASES: &[Case] = &[
         Want::Errno(libc::EISCONN),
         Then::Bound,
     )),
-    todo(
-        nonblocking(case(
-            "connect BIND from read-only memory, O_NONBLOCK: EFAULT, nothing bound",
-            Action::BindReadOnly(connect_unanswered),
-            Want::Errno(libc::EFAULT),
-            Then::Unbound,
-        )),
-        "bind() binds the file before it writes the outputs back: the fd stays bound",
-    ),
+    nonblocking(case(
+        "connect BIND from read-only memory, O_NONBLOCK: EFAULT, nothing bound",
+        Action::BindReadOnly(connect_unanswered),
+        Want::Errno(libc::EFAULT),
+        Then::Unbound,
+    )),
     nonblocking(case(
         "LISTEN BIND with O_NONBLOCK and no peer: EAGAIN",
         Action::Bind(|_| {}),
@@ -891,7 +875,7 @@ mod tests {
             return Some(libc::EINVAL);
         }
         let both = UB_TP_FAST_RETRANSMIT | UB_TP_PER_PACKET;
-        if !listen && b.attr_flags & both == both {
+        if b.attr_flags & both == both {
             return Some(libc::EINVAL);
         }
         None
