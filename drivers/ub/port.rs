@@ -225,31 +225,40 @@ impl TxSource for PktQueue {
     }
 }
 
+/// The packet being assembled from the link's pieces. It outlives one RX
+/// buffer: a DLLDP longer than a buffer (`CAP_XFER`) arrives in several
+/// `Link::handle_receive` calls, and its pieces must land one after the
+/// other, not each at offset 0.
+struct Reassembly {
+    buf: KBox<[u8; MAX_PACKET]>,
+    len: usize,
+    cfg: u8,
+    overflow: bool,
+}
+
 /// What the link delivers, assembled into whole packets for the endpoint.
 struct Assembler<'a> {
     up: &'a mut PktQueue,
-    cur_len: usize,
-    cur_cfg: u8,
-    overflow: bool,
     dropped: &'a mut u64,
     poisoned: &'a mut u64,
-    asm: &'a mut [u8; MAX_PACKET],
+    asm: &'a mut Reassembly,
 }
 
 impl RxSink for Assembler<'_> {
     fn deliver(&mut self, d: &Delivery<'_>) {
+        let asm = &mut *self.asm;
         if d.first {
-            self.cur_len = 0;
-            self.cur_cfg = d.cfg;
-            self.overflow = false;
+            asm.len = 0;
+            asm.cfg = d.cfg;
+            asm.overflow = false;
         }
-        let end = self.cur_len.saturating_add(d.data.len());
-        match self.asm.get_mut(self.cur_len..end) {
+        let end = asm.len.saturating_add(d.data.len());
+        match asm.buf.get_mut(asm.len..end) {
             Some(dst) => {
                 dst.copy_from_slice(d.data);
-                self.cur_len = end;
+                asm.len = end;
             }
-            None => self.overflow = true,
+            None => asm.overflow = true,
         }
         if !d.last {
             return;
@@ -258,11 +267,11 @@ impl RxSink for Assembler<'_> {
             *self.poisoned += 1;
             return;
         }
-        let len = self.cur_len;
-        let cfg = self.cur_cfg;
-        let ok = !self.overflow
+        let len = asm.len;
+        let cfg = asm.cfg;
+        let ok = !asm.overflow
             && match self.up.back() {
-                Some(p) => match (p.data.get_mut(..len), self.asm.get(..len)) {
+                Some(p) => match (p.data.get_mut(..len), asm.buf.get(..len)) {
                     (Some(dst), Some(src)) => {
                         dst.copy_from_slice(src);
                         p.len = len;
@@ -293,7 +302,7 @@ struct PortState {
     rx: DmaRing,
     txq: PktQueue,
     up: PktQueue,
-    asm: KBox<[u8; MAX_PACKET]>,
+    asm: Reassembly,
     scratch: KBox<[u8; BUF_BYTES]>,
     admin_up: bool,
     phy_up: bool,
@@ -383,7 +392,12 @@ impl Port {
             rx: DmaRing::new(dev, RING_SLOTS)?,
             txq: PktQueue::new(TXQ_SLOTS)?,
             up: PktQueue::new(UPQ_SLOTS)?,
-            asm: KBox::new([0; MAX_PACKET], GFP_KERNEL)?,
+            asm: Reassembly {
+                buf: KBox::new([0; MAX_PACKET], GFP_KERNEL)?,
+                len: 0,
+                cfg: 0,
+                overflow: false,
+            },
             scratch: KBox::new([0; BUF_BYTES], GFP_KERNEL)?,
             admin_up: true,
             phy_up: false,
@@ -843,9 +857,6 @@ impl PortState {
         let mut poisoned = 0;
         let mut sink = Assembler {
             up: &mut self.up,
-            cur_len: 0,
-            cur_cfg: 0,
-            overflow: false,
             dropped: &mut dropped,
             poisoned: &mut poisoned,
             asm: &mut self.asm,
@@ -991,9 +1002,6 @@ impl PortState {
                         self.rx.read_buf(slot, buf)?;
                         let mut sink = Assembler {
                             up: &mut self.up,
-                            cur_len: 0,
-                            cur_cfg: 0,
-                            overflow: false,
                             dropped: &mut self.up_drops,
                             poisoned: &mut self.poisoned,
                             asm: &mut self.asm,

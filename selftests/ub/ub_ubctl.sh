@@ -74,6 +74,11 @@ t_host_bits() { refused 1 'ubctl: route-add: .*\[attribute route.dst\]' route ad
 t_usage() { refused 2 'out of range (0-63)' port show 0/64 && refused 2 'IPv4 or IPv6' ping cna16:0x0100; }
 t_config() { ok addr add 0 "$me" && ok route add 0 10.0.0.0/16 ports 0,1 per-packet; }
 t_ping_self() { shows '20 packets transmitted, 20 received, 0% packet loss' ping -c 20 -i 0.05 -I 0 "$me"; }
+# The largest echo: its DLLDP spans more than one RX buffer (CAP_XFER is
+# 2560 bytes), so the port reassembles it across buffers.
+t_ping_big() {
+	shows '10 packets transmitted, 10 received, 0% packet loss' ping -c 10 -s 4096 -i 0.05 -I 0 "$me"
+}
 # The peer configures its address at about the same time: wait for its
 # first answer, then require a lossless run.
 t_ping_peer() {
@@ -182,7 +187,7 @@ t_rmmod_busy() {
 	[ $rc -eq 0 ] && [ ! -d /sys/module/ub ]
 }
 
-ktap_set_plan 23
+ktap_set_plan 24
 ktap_test_result "insmod ub.ko" insmod "$MODULE"
 ktap_test_result "dev show -j" t_dev_json
 ktap_test_result "a device by its name" t_dev_name
@@ -197,6 +202,7 @@ ktap_test_result "host bits past the prefix: kernel's extack" t_host_bits
 ktap_test_result "usage errors exit 2" t_usage
 ktap_test_result "address $me and a route over both planes" t_config
 ktap_test_result "ping $me (through the switches and back)" t_ping_self
+ktap_test_result "ping -s 4096 $me: DLLDPs longer than an RX buffer" t_ping_big
 if grep -qw ubtest.solo=1 /proc/cmdline; then
 	ktap_test_skip "ping the peer guest $them (no peer guest: ubtest.solo=1)"
 else
