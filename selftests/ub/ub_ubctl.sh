@@ -107,6 +107,8 @@ t_ber() {
 	echo "# retry-req-sets $before -> $after, rx-crc-errors $crc"
 	fabric link "vm$guest.0" --ber 0
 	fabric link "vm$guest.1" --ber 0
+	# A lost echo must say where it went: every layer's counters.
+	[ $rc -eq 0 ] || "$UBCTL" stats 0 | sed 's/^/# /'
 	[ $rc -eq 0 ] && [ "$after" -gt "$before" ]
 }
 # Port 1's link pulled at the fabric while pings run: the echoes continue
