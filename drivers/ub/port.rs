@@ -490,10 +490,7 @@ impl Port {
             // RW1C: writing back what was read clears exactly those causes.
             let _ = bar.try_write(loc, c);
         }
-        let mut cur = self.causes.load(Relaxed);
-        while let Err(seen) = self.causes.cmpxchg(cur, cur | raw, Relaxed) {
-            cur = seen;
-        }
+        or_bits(&self.causes, raw);
         self.kick();
         true
     }
@@ -503,10 +500,7 @@ impl Port {
     /// handles them as if it had read them itself: an error is never lost
     /// between the two vectors.
     pub(crate) fn device_errors(self: &Arc<Self>, bits: u32) {
-        let mut cur = self.errors.load(Relaxed);
-        while let Err(seen) = self.errors.cmpxchg(cur, cur | bits, Relaxed) {
-            cur = seen;
-        }
+        or_bits(&self.errors, bits);
         self.kick();
     }
 
@@ -756,6 +750,15 @@ impl Port {
             link_downs: st.link_downs,
             dev,
         })
+    }
+}
+
+/// Sets `bits` in `a` (the kernel's `Atomic` has no `fetch_or`): the IRQ
+/// handlers record what the port's work must handle.
+fn or_bits(a: &Atomic<u32>, bits: u32) {
+    let mut cur = a.load(Relaxed);
+    while let Err(seen) = a.cmpxchg(cur, cur | bits, Relaxed) {
+        cur = seen;
     }
 }
 

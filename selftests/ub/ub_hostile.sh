@@ -14,45 +14,17 @@
 
 DIR=$(dirname "$0")
 . "$DIR/../kselftest/ktap_helpers.sh"
-
-MODULE=${UB_MODULE:-/lib/modules/ub.ko}
-UBCTL=$(command -v ubctl)
+. "$DIR/ub_lib.sh"
 
 ktap_print_header
-if [ -z "$UBCTL" ] || [ ! -f "$MODULE" ]; then
-	ktap_skip_all "no ubctl or no $MODULE"
-	exit "$KSFT_SKIP"
-fi
-if [ -d /sys/module/ub ]; then
-	ktap_skip_all "ub is already loaded"
-	exit "$KSFT_SKIP"
-fi
-if ! grep -qs 0xd0b1 /sys/bus/pci/devices/*/device; then
-	ktap_skip_all "no UB controller"
-	exit "$KSFT_SKIP"
-fi
-guest=$(sed -n 's/.*ubtest.guest=vm\([0-9]*\).*/\1/p' /proc/cmdline)
-guest=${guest:-0}
-me=10.0.$((guest + 1)).100
+ub_require ubctl
 
-fabric() {
-	echo "# ub-host-hook: $*" > /dev/ttyS1
-	echo "# asked the host: ub-fabric $*"
-}
 # Counter NAME of port 0 (dev-stats or link-stats).
 stat() {
 	"$UBCTL" -j -s port show 0/0 | grep -o "\"$1\":[0-9]*" | head -1 | cut -d: -f2
 }
-links_up() {
-	i=0
-	until [ "$("$UBCTL" -j port show 0 | grep -o '"dll-state":"normal"' | wc -l)" -ge 2 ]; do
-		i=$((i + 1))
-		[ $i -le 600 ] || return 1
-		sleep 0.1
-	done
-}
 echoes() {
-	links_up && "$UBCTL" ping -c 5 -i 0.05 -W 2 -I 0 "$me" > /tmp/hostile-ping.out 2>&1
+	ub_links_up && "$UBCTL" ping -c 5 -i 0.05 -W 2 -I 0 "$me" > /tmp/hostile-ping.out 2>&1
 	rc=$?
 	sed "s/^/# /" /tmp/hostile-ping.out | tail -4
 	return $rc
@@ -113,7 +85,7 @@ _hostile() {
 
 # ktap_test_result runs its command unquoted ($@): each test is one word.
 t_config() {
-	links_up && "$UBCTL" addr add 0 "$me" && "$UBCTL" route add 0 10.0.0.0/16 ports 0,1 per-packet
+	ub_links_up && "$UBCTL" addr add 0 "$me" && "$UBCTL" route add 0 10.0.0.0/16 ports 0,1 per-packet
 }
 
 # The ring resets were logged, once per power of two (a hostile device

@@ -13,23 +13,12 @@
 
 DIR=$(dirname "$0")
 . "$DIR/../kselftest/ktap_helpers.sh"
+. "$DIR/ub_lib.sh"
 
-MODULE=${UB_MODULE:-/lib/modules/ub.ko}
 NLCHECK=$(command -v ub-nlcheck)
 
 ktap_print_header
-if [ -z "$NLCHECK" ] || [ ! -f "$MODULE" ]; then
-	ktap_skip_all "no ub-nlcheck or no $MODULE"
-	exit "$KSFT_SKIP"
-fi
-if [ -d /sys/module/ub ]; then
-	ktap_skip_all "ub is already loaded"
-	exit "$KSFT_SKIP"
-fi
-if ! grep -qs 0xd0b1 /sys/bus/pci/devices/*/device; then
-	ktap_skip_all "no UB controller"
-	exit "$KSFT_SKIP"
-fi
+ub_require ub-nlcheck
 ktap_set_plan 3
 ktap_test_result "insmod ub.ko" insmod "$MODULE"
 # The batch's own KTAP, shown as diagnostics, judged by its exit status.

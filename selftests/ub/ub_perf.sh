@@ -11,32 +11,21 @@
 DIR=$(dirname "$0")
 . "$DIR/../kselftest/ktap_helpers.sh"
 
-MODULE=${UB_MODULE:-/lib/modules/ub.ko}
-UBCTL=$(command -v ubctl)
+. "$DIR/ub_lib.sh"
+
 UBPERF=$(command -v ubperf)
 DURATION=$(sed -n "s/.*ubtest.perf_seconds=\([0-9]*\).*/\1/p" /proc/cmdline)
 DURATION=${DURATION:-5}
 
 ktap_print_header
-if [ -z "$UBCTL" ] || [ -z "$UBPERF" ] || [ ! -f "$MODULE" ] ||
-	grep -qw ubtest.solo=1 /proc/cmdline; then
-	ktap_skip_all "needs ubctl, ubperf, $MODULE and the peer guest"
+ub_require ubctl ubperf
+if grep -qw ubtest.solo=1 /proc/cmdline; then
+	ktap_skip_all "no peer guest (ubtest.solo=1)"
 	exit "$KSFT_SKIP"
 fi
-guest=$(sed -n 's/.*ubtest.guest=vm\([0-9]*\).*/\1/p' /proc/cmdline)
-guest=${guest:-0}
-peer=$((1 - guest))
-me=10.0.$((guest + 1)).100
-them=10.0.$((peer + 1)).100
 
 t_config() {
-	insmod "$MODULE" || return 1
-	i=0
-	until [ "$("$UBCTL" -j port show 0 | grep -o '"dll-state":"normal"' | wc -l)" -ge 2 ]; do
-		i=$((i + 1))
-		[ $i -le 600 ] || return 1
-		sleep 0.1
-	done
+	insmod "$MODULE" && ub_links_up || return 1
 	"$UBCTL" addr add 0 "$me" && "$UBCTL" route add 0 10.0.0.0/16 ports 0,1 per-packet || return 1
 	i=0
 	until "$UBCTL" ping -c 1 -W 1 -I 0 "$them" > /dev/null 2>&1; do

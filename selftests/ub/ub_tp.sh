@@ -16,8 +16,8 @@
 DIR=$(dirname "$0")
 . "$DIR/../kselftest/ktap_helpers.sh"
 
-MODULE=${UB_MODULE:-/lib/modules/ub.ko}
-UBCTL=$(command -v ubctl)
+. "$DIR/ub_lib.sh"
+
 UBTP=$(command -v ub-tp)
 # Messages per channel, and their sizes (both ends derive the same
 # sequence from the seed).
@@ -25,43 +25,15 @@ COUNT=${UB_TP_COUNT:-40}
 SIZES=${UB_TP_SIZES:-1-1048576}
 
 ktap_print_header
-if [ -z "$UBCTL" ] || [ -z "$UBTP" ] || [ ! -f "$MODULE" ]; then
-	ktap_skip_all "no ubctl, no ub-tp or no $MODULE"
-	exit "$KSFT_SKIP"
-fi
-if [ -d /sys/module/ub ]; then
-	ktap_skip_all "ub is already loaded"
-	exit "$KSFT_SKIP"
-fi
-if ! grep -qs 0xd0b1 /sys/bus/pci/devices/*/device; then
-	ktap_skip_all "no UB controller"
-	exit "$KSFT_SKIP"
-fi
+ub_require ubctl ub-tp
 if grep -qw ubtest.solo=1 /proc/cmdline; then
 	ktap_skip_all "no peer guest (ubtest.solo=1)"
 	exit "$KSFT_SKIP"
 fi
-guest=$(sed -n 's/.*ubtest.guest=vm\([0-9]*\).*/\1/p' /proc/cmdline)
-guest=${guest:-0}
-peer=$((1 - guest))
-me=10.0.$((guest + 1)).100
-them=10.0.$((peer + 1)).100
 
-fabric() {
-	echo "# ub-host-hook: $*" > /dev/ttyS1
-	echo "# asked the host: ub-fabric $*"
-}
-links_up() {
-	i=0
-	until [ "$("$UBCTL" -j port show 0 | grep -o '"dll-state":"normal"' | wc -l)" -ge 2 ]; do
-		i=$((i + 1))
-		[ $i -le 600 ] || return 1
-		sleep 0.1
-	done
-}
 # ktap_test_result runs its command unquoted ($@): each test is one word.
 t_config() {
-	links_up && "$UBCTL" addr add 0 "$me" && "$UBCTL" route add 0 10.0.0.0/16 ports 0,1 per-packet
+	ub_links_up && "$UBCTL" addr add 0 "$me" && "$UBCTL" route add 0 10.0.0.0/16 ports 0,1 per-packet
 }
 # The peer answers echoes (it configured its address too).
 t_peer() {

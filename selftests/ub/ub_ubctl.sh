@@ -13,30 +13,10 @@
 
 DIR=$(dirname "$0")
 . "$DIR/../kselftest/ktap_helpers.sh"
-
-MODULE=${UB_MODULE:-/lib/modules/ub.ko}
-UBCTL=$(command -v ubctl)
+. "$DIR/ub_lib.sh"
 
 ktap_print_header
-if [ -z "$UBCTL" ] || [ ! -f "$MODULE" ]; then
-	ktap_skip_all "no ubctl or no $MODULE"
-	exit "$KSFT_SKIP"
-fi
-if [ -d /sys/module/ub ]; then
-	ktap_skip_all "ub is already loaded"
-	exit "$KSFT_SKIP"
-fi
-if ! grep -qs 0x19e5 /sys/bus/pci/devices/*/vendor || ! grep -qs 0xd0b1 /sys/bus/pci/devices/*/device; then
-	ktap_skip_all "no UB controller"
-	exit "$KSFT_SKIP"
-fi
-# This guest's host number in the fabric (vm0 -> 0) and the addresses the
-# fabric routes to it (Documentation/ub/fabric.rst, "Addresses").
-guest=$(sed -n 's/.*ubtest.guest=vm\([0-9]*\).*/\1/p' /proc/cmdline)
-guest=${guest:-0}
-peer=$((1 - guest))
-me=10.0.$((guest + 1)).100
-them=10.0.$((peer + 1)).100
+ub_require ubctl
 
 # ok: ubctl ARGS succeeds; its output is shown as diagnostics.
 ok() {
@@ -69,16 +49,7 @@ t_dev_name() {
 }
 # Every port in DLL_Normal (links come up once the switch ports and this
 # port are enabled; the peer guest boots at the same time).
-links_up() {
-	i=0
-	while :; do
-		n=$("$UBCTL" -j port show "${dev:-0}" | grep -o '"dll-state":"normal"' | wc -l)
-		[ "$n" -ge 2 ] && return 0
-		i=$((i + 1))
-		[ $i -le 600 ] || { ok -j port show "${dev:-0}"; return 1; }
-		sleep 0.1
-	done
-}
+links_up() { ub_links_up "${dev:-0}"; }
 # The negotiated Init Block parameters are those both ends configure: the
 # driver's LinkConfig defaults (8 flits per cell, all 16 VLs, FEATURE_ID 1).
 t_port_json() {
@@ -118,15 +89,6 @@ t_ping_peer() {
 	done
 	shows '100 packets transmitted, 100 received, 0% packet loss' ping -c 100 -i 0.02 -I 0 "$them"
 }
-# Asks the host to change the fabric: scripts/fabric-guest-test runs
-# `ub-fabric ARGS` on its control socket when it reads this line on the
-# selftest stream (written there at once: the guest's init prints a test's
-# output only when the test ends). The wait lets the host poll it.
-fabric() {
-	echo "# ub-host-hook: $*" > /dev/ttyS1
-	echo "# asked the host: ub-fabric $*"
-	sleep 0.5
-}
 # Sum of a link counter over both ports.
 link_stat() {
 	"$UBCTL" -j -s port show 0 | grep -o "\"$1\":[0-9]*" | awk -F: '{ s += $2 } END { print s + 0 }'
@@ -145,6 +107,8 @@ t_ber() {
 	echo "# retry-req-sets $before -> $after, rx-crc-errors $crc"
 	fabric link "vm$guest.0" --ber 0
 	fabric link "vm$guest.1" --ber 0
+	# A lost echo must say where it went: every layer's counters.
+	[ $rc -eq 0 ] || "$UBCTL" stats 0 | sed 's/^/# /'
 	[ $rc -eq 0 ] && [ "$after" -gt "$before" ]
 }
 # Port 1's link pulled at the fabric while pings run: the echoes continue

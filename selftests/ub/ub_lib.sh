@@ -1,0 +1,65 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Shared by the selftests that load ub.ko onto an emulated UB controller
+# (sourced after ktap_helpers.sh and ktap_print_header). Installed beside
+# them (TEST_FILES).
+
+MODULE=${UB_MODULE:-/lib/modules/ub.ko}
+UBCTL=$(command -v ubctl)
+
+# ub_require TOOL...: skips the whole test (exit 4) without each TOOL, the
+# module, or a UB controller, or if ub is loaded already.
+ub_require() {
+	for t in "$@"; do
+		if ! command -v "$t" > /dev/null; then
+			ktap_skip_all "no $t"
+			exit "$KSFT_SKIP"
+		fi
+	done
+	if [ ! -f "$MODULE" ]; then
+		ktap_skip_all "no $MODULE"
+		exit "$KSFT_SKIP"
+	fi
+	if [ -d /sys/module/ub ]; then
+		ktap_skip_all "ub is already loaded"
+		exit "$KSFT_SKIP"
+	fi
+	if ! grep -qs 0x19e5 /sys/bus/pci/devices/*/vendor ||
+		! grep -qs 0xd0b1 /sys/bus/pci/devices/*/device; then
+		ktap_skip_all "no UB controller"
+		exit "$KSFT_SKIP"
+	fi
+}
+
+# This guest's host number in the fabric (vm0 -> 0), its peer's, and the
+# addresses the fabric routes to them (Documentation/ub/fabric.rst,
+# "Addresses").
+guest=$(sed -n 's/.*ubtest.guest=vm\([0-9]*\).*/\1/p' /proc/cmdline)
+guest=${guest:-0}
+peer=$((1 - guest))
+me=10.0.$((guest + 1)).100
+them=10.0.$((peer + 1)).100
+
+# Asks the host to change the fabric: scripts/fabric-guest-test runs
+# `ub-fabric ARGS` on its control socket when it reads this line on the
+# selftest stream (written there at once: the guest's init prints a test's
+# output only when the test ends). The wait lets the host poll it.
+fabric() {
+	echo "# ub-host-hook: $*" > /dev/ttyS1
+	echo "# asked the host: ub-fabric $*"
+	sleep 0.5
+}
+
+# ub_links_up [DEV]: waits up to 60 s for both ports of DEV (default 0)
+# to reach DLL_Normal; on a timeout shows the ports and fails.
+ub_links_up() {
+	i=0
+	until [ "$("$UBCTL" -j port show "${1:-0}" | grep -o '"dll-state":"normal"' | wc -l)" -ge 2 ]; do
+		i=$((i + 1))
+		if [ $i -gt 600 ]; then
+			"$UBCTL" -j port show "${1:-0}" 2>&1 | sed 's/^/# /'
+			return 1
+		fi
+		sleep 0.1
+	done
+}
