@@ -15,9 +15,16 @@
 mod host_common;
 
 use host_common::*;
+use ub_proto::crc::crc32_le_portable;
 use ub_proto::host::{
     Addr, ChannelConfig, DatagramKind, Event, LoadBalance, RtoConfig, SendError, TransmitKind,
 };
+use ub_proto::net::icrc;
+use ub_proto::net::nth::{IpHdr, IpNth, NetHeader, ICRC_LEN};
+use ub_proto::net::PacketClass;
+use ub_proto::transport::cm::ChannelState;
+use ub_proto::transport::hdr::Rtph;
+use ub_proto::transport::psn::Psn;
 use ub_proto::transport::tpg::TpgPolicy;
 use ub_proto::transport::RetransmitMode;
 
@@ -93,7 +100,7 @@ fn both_ways(net: &mut Net, ta: u32, tb: u32, a_msgs: &[(u64, u32)], b_msgs: &[(
 fn open(net: &mut Net, c: ChannelConfig, cna: bool, key: u32) -> (u32, u32) {
     let ta = net.eps[0].connect(net.now, addr(1, cna), key, c).unwrap();
     assert!(net.run_until(net.now + 100_000_000, |n| n.eps[0].state(ta)
-        == Some(ub_proto::transport::cm::ChannelState::Rts)));
+        == Some(ChannelState::Rts)));
     let tb = net.events[1]
         .iter()
         .rev()
@@ -342,6 +349,35 @@ fn a_full_queue_refuses_with_would_block_and_says_when_it_has_room() {
     assert_eq!(net.eps[0].send(99, 4, 1), Err(SendError::NoChannel));
 }
 
+/// `can_send` answers as `send` would, without queueing, and a `false`
+/// for a full queue arms the same `Writable` event a refused send does
+/// (what a file's poll sleeps on).
+#[test]
+fn can_send_says_what_send_would_and_arms_writable() {
+    let mut c = ChannelConfig::default_rtp();
+    c.send_queue = 2;
+    let mut net = Net::new(
+        endpoint(0, Some(c), Store::default()),
+        endpoint(1, Some(c), Store::default()),
+    );
+    assert!(!net.eps[0].can_send(99), "no channel");
+    let (ta, tb) = open(&mut net, c, false, 1);
+    assert!(net.eps[0].can_send(ta));
+    net.eps[0].send(ta, 1, 100_000).unwrap();
+    assert!(net.eps[0].can_send(ta));
+    net.eps[0].send(ta, 2, 100_000).unwrap();
+    assert!(!net.eps[0].can_send(ta), "the queue is full");
+    // Nothing was refused: only can_send armed the event.
+    assert!(net.run_until(10_000_000, |n| n
+        .has_event(0, |e| *e == Event::Writable { tpn: ta })));
+    assert!(net.eps[0].can_send(ta));
+    net.eps[0].send(ta, 3, 1).unwrap();
+    assert!(net.run_until(100_000_000, |n| n.acked(0) == 3));
+    check_delivery(&net, 1, tb, &[(1, 100_000), (2, 100_000), (3, 1)]);
+    net.eps[0].close(net.now, ta).unwrap();
+    assert!(!net.eps[0].can_send(ta), "closing");
+}
+
 #[test]
 fn counters_show_each_layer() {
     for (mode, fast) in [
@@ -434,4 +470,119 @@ fn rtp_and_utp_over_ipv6() {
         .trace
         .iter()
         .all(|s| s.tx.meta.class == ub_proto::net::PacketClass::Ipv6));
+}
+
+/// The data packets A sends for `msgs` (token, length), captured before
+/// they reach B: (LPH.CFG, bytes).
+fn capture_data(net: &mut Net, ta: u32, msgs: &[(u64, u32)]) -> Vec<(u8, Vec<u8>)> {
+    for &(token, len) in msgs {
+        net.eps[0].send(ta, token, len).unwrap();
+    }
+    let mut buf = vec![0u8; 9000];
+    let mut out = Vec::new();
+    loop {
+        while net.eps[0].poll_event().is_some() {}
+        let Some(t) = net.eps[0]
+            .poll_transmit(net.now, &mut buf, &mut Pattern)
+            .unwrap()
+        else {
+            break;
+        };
+        if matches!(t.kind, TransmitKind::Data { .. }) {
+            out.push((t.meta.class.cfg(), buf[..t.len].to_vec()));
+        }
+    }
+    out
+}
+
+/// `pkt` with its network header and RTPH rewritten by `net` and `tp`,
+/// the IP and UDP checksums and the ICRC computed again, as a forger on
+/// the fabric would send it.
+fn forge(
+    cfg: u8,
+    pkt: &[u8],
+    net: impl FnOnce(&mut NetHeader),
+    tp: impl FnOnce(&mut Rtph),
+) -> Vec<u8> {
+    let class = PacketClass::from_cfg(cfg).unwrap();
+    let (mut nh, hlen) = NetHeader::parse(class, pkt).unwrap();
+    let mut p = pkt.to_vec();
+    let mut h = Rtph::parse(&p[hlen..]).unwrap();
+    net(&mut nh);
+    tp(&mut h);
+    let upper = p.len() - hlen - ICRC_LEN;
+    nh.write(&mut p, upper).unwrap();
+    h.write(&mut p[hlen..]).unwrap();
+    icrc::seal(crc32_le_portable, class, &mut p).unwrap();
+    p
+}
+
+#[test]
+fn only_the_peer_feeds_a_channel_and_only_inside_its_window() {
+    let c = cfg(RetransmitMode::Selective, true);
+    let mut net = Net::new(
+        endpoint(0, Some(c), Store::default()),
+        endpoint(1, Some(c), Store::default()),
+    );
+    let (ta, tb) = open(&mut net, c, false, 5);
+    let msgs = [(1, 100), (2, 100), (3, 100)];
+    let pkts = capture_data(&mut net, ta, &msgs);
+    assert_eq!(pkts.len(), 3, "one packet per message");
+    let delivered = |net: &Net| net.sinks[1].messages.get(&tb).map_or(0, Vec::len);
+    let now = net.now;
+    let (cfg0, p0) = &pkts[0];
+    net.eps[1].handle_packet(now, 0, *cfg0, p0, &mut net.sinks[1]);
+    assert_eq!(delivered(&net), 1, "the genuine first packet");
+
+    let (cfg1, p1) = &pkts[1];
+    // Another host on the fabric with the right TPNs: its source address
+    // gives it away (the ICRC is sealed again, so only the peer check can
+    // catch it).
+    let from_elsewhere = forge(
+        *cfg1,
+        p1,
+        |nh| {
+            if let NetHeader::Ip(IpNth {
+                ip: IpHdr::V4 { src, .. },
+                ..
+            }) = nh
+            {
+                src[3] = 9;
+            }
+        },
+        |_| {},
+    );
+    net.eps[1].handle_packet(now, 0, *cfg1, &from_elsewhere, &mut net.sinks[1]);
+    // The right address with another source TPN (a stale or guessed one).
+    let other_tpn = forge(*cfg1, p1, |_| {}, |h| h.src_tpn ^= 1);
+    net.eps[1].handle_packet(now, 0, *cfg1, &other_tpn, &mut net.sinks[1]);
+    assert_eq!(
+        net.eps[1].net_counters().wrong_peer,
+        2,
+        "{:?}",
+        net.eps[1].net_counters()
+    );
+    assert_eq!(net.eps[1].net_counters().unknown_channel, 0);
+    // The peer's own address and TPNs, but a PSN a quarter of the sequence
+    // space ahead: beyond the OOO window, so invalid (PSNs behind the
+    // expected one by up to half the space count as duplicates).
+    let far_psn = forge(
+        *cfg1,
+        p1,
+        |_| {},
+        |h| h.psn = Psn::new(h.psn.value().wrapping_add(1 << 22)),
+    );
+    net.eps[1].handle_packet(now, 0, *cfg1, &far_psn, &mut net.sinks[1]);
+    assert_eq!(net.eps[1].counters(tb).unwrap().rx_invalid_psn, 1);
+    // A replay of the first packet: a duplicate, dropped.
+    net.eps[1].handle_packet(now, 0, *cfg0, p0, &mut net.sinks[1]);
+    assert_eq!(net.eps[1].counters(tb).unwrap().rx_duplicates, 1);
+    assert_eq!(delivered(&net), 1, "nothing forged or replayed delivered");
+
+    // The channel is unharmed: the genuine packets still land, in order.
+    for (cfg, p) in &pkts[1..] {
+        net.eps[1].handle_packet(now, 0, *cfg, p, &mut net.sinks[1]);
+    }
+    check_delivery(&net, 1, tb, &msgs);
+    assert_eq!(net.eps[1].state(tb), Some(ChannelState::Rts));
 }

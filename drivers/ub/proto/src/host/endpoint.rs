@@ -586,6 +586,8 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
             k.tpack_sent = rs.acks;
             k.tpnak_sent = rs.naks;
             k.tpsack_sent = rs.sacks;
+            k.rx_duplicates = rs.duplicates;
+            k.rx_invalid_psn = rs.invalid;
             let ts = e.tx.stats();
             k.rto_expiries = ts.timeouts;
             // The sender records why it resends each packet.
@@ -600,6 +602,26 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
         }
         k.srtt_ns = c.srtt;
         Some(k)
+    }
+
+    /// Whether [`send`](Self::send) would queue a message on channel `tpn`
+    /// now. When it would not because the channel's queue is full, the
+    /// channel reports [`Event::Writable`] once it has room, as after a
+    /// refused `send`: a caller can sleep until then (a file's `poll`).
+    /// A channel that does not accept sends yet reports its RTS through
+    /// [`Event::StateChanged`] instead.
+    pub fn can_send(&mut self, tpn: u32) -> bool {
+        let Some(c) = self.chan_mut(tpn) else {
+            return false;
+        };
+        if !c.accepts_sends() {
+            return false;
+        }
+        if c.queue_full() {
+            c.blocked = true;
+            return false;
+        }
+        true
     }
 
     /// Whether a message sent on channel `tpn` now would start being
@@ -1176,14 +1198,21 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
             self.net.malformed = self.net.malformed.saturating_add(1);
             return;
         };
-        let found = Self::index(h.dst_tpn)
+        let Some(c) = Self::index(h.dst_tpn)
             .and_then(|i| self.chans.get_mut(i))
             .and_then(Option::as_mut)
-            .filter(|c| c.remote == from && c.cm.peer_tpn() == h.src_tpn && c.eng.is_some());
-        let Some(c) = found else {
+            .filter(|c| c.eng.is_some())
+        else {
             self.net.unknown_channel = self.net.unknown_channel.saturating_add(1);
             return;
         };
+        // Only the channel's peer may feed it: the TPN is a small number
+        // anyone on the fabric can guess, the source address and TPN are
+        // what the setup agreed.
+        if c.remote != from || c.cm.peer_tpn() != h.src_tpn {
+            self.net.wrong_peer = self.net.wrong_peer.saturating_add(1);
+            return;
+        }
         if c.error.is_some() {
             return;
         }

@@ -324,8 +324,11 @@ pub struct NetCounters {
     pub malformed: u64,
     /// Dropped: addressed to another entity.
     pub not_for_us: u64,
-    /// Dropped: no channel with that TPN and peer.
+    /// Dropped: no channel with that TPN (or a setup message for none).
     pub unknown_channel: u64,
+    /// Dropped: an RTP packet for a live channel from another address or
+    /// source TPN than the channel's peer (forged or stale).
+    pub wrong_peer: u64,
 }
 
 /// Transport counters of one channel.
@@ -337,6 +340,11 @@ pub struct ChannelCounters {
     pub tx_bytes: u64,
     /// Data packets received (duplicates included).
     pub rx_packets: u64,
+    /// Data packets dropped as duplicates (PSN already received).
+    pub rx_duplicates: u64,
+    /// Data packets dropped because their PSN lies outside every valid
+    /// range (neither in the window nor a recent duplicate).
+    pub rx_invalid_psn: u64,
     /// Payload bytes delivered up.
     pub rx_bytes: u64,
     /// Messages acknowledged.
