@@ -11,21 +11,27 @@
 //! reserved fields must be zero, every field is range-checked, and a
 //! refused call changes nothing.
 //!
+//! `poll`/`epoll` report a message to read (`POLLIN`), room to write
+//! (`POLLOUT`), the channel's error (`POLLERR`) and its end (`POLLHUP`);
+//! the kernel crate's `MiscDevice` has no `poll` hook yet, so
+//! [`Registration`] adds one to the file operations the crate builds.
+//!
 //! Locking: [`TpFile::bound`] (a mutex) only guards which channel the file
-//! is bound to; readers and writers clone the channel's `Arc` and drop the
-//! lock before they wait.
+//! is bound to; readers, writers and pollers clone the channel's `Arc` and
+//! drop the lock before they wait.
 
 use kernel::{
     bindings,
+    error::to_result,
     fs::{File, Kiocb},
     ioctl::_IOWR,
     iov::{IovIterDest, IovIterSource},
-    miscdevice::{MiscDevice, MiscDeviceRegistration},
+    miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
     new_mutex,
     prelude::*,
-    sync::{Arc, Mutex},
+    sync::{poll::PollTable, Arc, Mutex},
     transmute::{AsBytes, FromBytes},
-    types::ForeignOwnable,
+    types::{ForeignOwnable, Opaque},
     uaccess::{UserPtr, UserSlice},
 };
 
@@ -102,7 +108,9 @@ struct UbTpInfo {
     rtx_mark_psn: u64,
     rtx_go_back_n: u64,
     rto_expiries: u64,
-    reserved: [u64; 8],
+    rx_duplicates: u64,
+    rx_invalid_psn: u64,
+    reserved: [u64; 6],
 }
 
 // The C header's layout, without padding (so every byte is a field).
@@ -316,6 +324,40 @@ impl TpFile {
         Ok(0)
     }
 
+    /// What a `read()` or `write()` would do now, as `POLL*` bits; the
+    /// poll table waits on the channel's wait queue, which every change a
+    /// reader or writer waits for wakes.
+    fn poll(&self, file: &File, table: &PollTable<'_>) -> u32 {
+        let Some(b) = self.bound.lock().clone() else {
+            // Nothing can be read or written before a bind, and a bind is
+            // a call of its own: a poller must not sleep for ever.
+            return bindings::POLLHUP;
+        };
+        table.register_wait(file, &b.ch.changed);
+        let writable = b.net.channel_writable(&b.ch);
+        let g = b.ch.inner.lock();
+        let mut mask = 0;
+        if g.rx.len() > 0 {
+            mask |= bindings::POLLIN | bindings::POLLRDNORM;
+        }
+        if g.error.is_some() {
+            // read() returns what was received, then the errno; write()
+            // fails at once.
+            mask |= bindings::POLLERR
+                | bindings::POLLIN
+                | bindings::POLLRDNORM
+                | bindings::POLLOUT
+                | bindings::POLLWRNORM;
+        } else if g.closed {
+            // read() returns what was received, then 0.
+            mask |=
+                bindings::POLLHUP | bindings::POLLRDHUP | bindings::POLLIN | bindings::POLLRDNORM;
+        } else if writable {
+            mask |= bindings::POLLOUT | bindings::POLLWRNORM;
+        }
+        mask
+    }
+
     fn info(&self, arg: usize) -> Result<isize> {
         let size = core::mem::size_of::<UbTpInfo>();
         let (mut reader, mut writer) =
@@ -345,7 +387,9 @@ impl TpFile {
             rtx_mark_psn: c.rtx_mark_psn,
             rtx_go_back_n: c.rtx_go_back_n,
             rto_expiries: c.rto_expiries,
-            reserved: [0; 8],
+            rx_duplicates: c.rx_duplicates,
+            rx_invalid_psn: c.rx_invalid_psn,
+            reserved: [0; 6],
         };
         drop(g);
         writer.write(&info)?;
@@ -356,8 +400,101 @@ impl TpFile {
 /// The misc device (`/dev/ub_tp`).
 pub(crate) struct TpDevice;
 
-/// `/dev/ub_tp`'s registration, held by the module.
-pub(crate) type Registration = MiscDeviceRegistration<TpDevice>;
+/// `/dev/ub_tp`'s registration, held by the module: the kernel crate's
+/// misc device with a `poll` hook added.
+///
+/// The crate builds `TpDevice`'s file operations (open, release, read,
+/// write, ioctl) as a static; this copies them into `fops`, adds
+/// [`poll`], and registers `misc` with the copy. The copy keeps the
+/// static's `owner` (this module), so an open file holds the module, and
+/// with it this registration, in memory.
+///
+/// # Invariants
+///
+/// `misc` is registered (`misc_register`) from a successful `register`
+/// until drop, with its `fops` pointing at `fops`; both are pinned.
+#[pin_data(PinnedDrop)]
+pub(crate) struct Registration {
+    #[pin]
+    fops: Opaque<bindings::file_operations>,
+    #[pin]
+    misc: Opaque<bindings::miscdevice>,
+}
+
+// SAFETY: `misc_deregister` may run on another thread than
+// `misc_register`; after registration the VFS only reads `fops` and the misc
+// core owns `misc`.
+unsafe impl Send for Registration {}
+// SAFETY: No `&self` method exists; the kernel serialises what it does with
+// `misc`.
+unsafe impl Sync for Registration {}
+
+impl Registration {
+    /// Registers the misc device `opts` names.
+    pub(crate) fn register(opts: MiscDeviceOptions) -> impl PinInit<Self, Error> {
+        try_pin_init!(&this in Self {
+            fops <- Opaque::ffi_init(move |slot: *mut bindings::file_operations| {
+                // SAFETY: `into_raw` points `fops` at the crate's static
+                // vtable of `TpDevice`, valid for ever.
+                let mut f = unsafe { *opts.into_raw::<TpDevice>().fops };
+                f.poll = Some(poll);
+                // SAFETY: The initialiser may write to `slot`.
+                unsafe { slot.write(f) };
+            }),
+            misc <- Opaque::try_ffi_init(move |slot: *mut bindings::miscdevice| {
+                let mut raw = opts.into_raw::<TpDevice>();
+                // SAFETY: `this` is the struct being initialised, pinned;
+                // its `fops` was initialised just before (fields are
+                // initialised in order) and lives as long as `misc`.
+                raw.fops = Opaque::cast_into(unsafe { core::ptr::addr_of!((*this.as_ptr()).fops) });
+                // SAFETY: The initialiser may write to `slot`. The crate's
+                // open trampoline treats the `struct miscdevice` as a
+                // `MiscDeviceRegistration<TpDevice>`, which is
+                // `repr(transparent)` over the same `Opaque<miscdevice>`
+                // this field is. `slot` stays valid until `drop`
+                // deregisters it (the struct is pinned).
+                // INVARIANT: On `Ok`, `misc` is registered with `fops`.
+                unsafe {
+                    slot.write(raw);
+                    to_result(bindings::misc_register(slot))
+                }
+            }),
+        })
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for Registration {
+    fn drop(self: Pin<&mut Self>) {
+        // SAFETY: `misc` is registered (type invariant) and deregistered
+        // exactly once, here.
+        unsafe { bindings::misc_deregister(self.misc.get()) };
+    }
+}
+
+/// `poll` of a `/dev/ub_tp` file.
+///
+/// # Safety
+///
+/// Called by the VFS for an open file of [`Registration`] (its private
+/// data is the `Pin<KBox<TpFile>>` `TpDevice::open` returned, stored there
+/// by the crate's open trampoline), with a poll table that is null or valid
+/// for the call.
+unsafe extern "C" fn poll(
+    file: *mut bindings::file,
+    table: *mut bindings::poll_table_struct,
+) -> bindings::__poll_t {
+    // SAFETY: The private data is the `TpFile` stored at open; `release`,
+    // which frees it, cannot run while the VFS is in a call on the file.
+    let me = unsafe { <Pin<KBox<TpFile>> as ForeignOwnable>::borrow((*file).private_data) };
+    // SAFETY: The file is valid for the call, and there is no `fdget_pos`
+    // region on this thread.
+    let file = unsafe { File::from_raw_file(file) };
+    // SAFETY: The table is null or valid for the call (as the caller
+    // promises).
+    let table = unsafe { PollTable::from_raw(table) };
+    me.poll(file, &table)
+}
 
 #[vtable]
 impl MiscDevice for TpDevice {

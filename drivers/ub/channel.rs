@@ -6,7 +6,7 @@
 //! keeps what the endpoint leaves to its caller: the bytes of each message
 //! sent until the peer acknowledges it ([`TxStore`]), the messages received
 //! until the user reads them ([`RxQueue`]), the channel's state and error,
-//! and a wait queue for readers, writers and binders.
+//! and a wait queue for readers, writers, binders and pollers.
 //!
 //! Locking: [`TpChannel::inner`] is a mutex (process context only). It is
 //! taken inside the endpoint's lock (`Net::state`, which hands deliveries
@@ -18,9 +18,10 @@
 //! endpoint reports it `Closed`, and by the file bound to it.
 
 use kernel::{
-    new_condvar, new_mutex,
+    new_mutex,
     prelude::*,
-    sync::{Arc, CondVar, CondVarTimeoutResult, Mutex},
+    static_lock_class,
+    sync::{poll::PollCondVarBox, Arc, CondVarTimeoutResult, Mutex},
 };
 
 use crate::host::{Addr, ErrorCause};
@@ -168,6 +169,13 @@ impl TxStore {
         None
     }
 
+    /// Whether [`put`](Self::put) would take another message now.
+    pub(crate) fn has_room(&self) -> bool {
+        self.slots
+            .get((self.next % TX_SLOTS as u64) as usize)
+            .is_some_and(Option::is_none)
+    }
+
     /// Frees message `t` (acknowledged, or abandoned).
     fn free(&mut self, t: u64) -> bool {
         match self.slots.get_mut((t % TX_SLOTS as u64) as usize) {
@@ -228,9 +236,12 @@ pub(crate) struct TpChannel {
     pub(crate) tpn: u32,
     #[pin]
     pub(crate) inner: Mutex<TpInner>,
-    /// Readers, writers and binders wait here for `inner.events` to move.
-    #[pin]
-    pub(crate) changed: CondVar,
+    /// Readers, writers and binders wait here for `inner.events` to move;
+    /// `poll` registers on it too. Boxed and freed after an RCU grace
+    /// period (`kfree_rcu`): an epoll entry may still look at it after the
+    /// last reference is dropped, and a channel must not wait for the grace
+    /// period where it is dropped.
+    pub(crate) changed: PollCondVarBox,
 }
 
 impl TpChannel {
@@ -251,11 +262,12 @@ impl TpChannel {
             tx_acked: 0,
             rx_messages: 0,
         };
+        let changed = PollCondVarBox::new(c"TpChannel::changed", static_lock_class!())?;
         Arc::pin_init(
             pin_init!(Self {
                 tpn,
                 inner <- new_mutex!(inner),
-                changed <- new_condvar!(),
+                changed,
             }),
             GFP_KERNEL,
         )
@@ -365,7 +377,13 @@ impl TpChannel {
                 return Err(e);
             }
             if g.closed {
-                return Err(ECONNREFUSED);
+                // Closed by the peer before this bind: what it sent is
+                // still read, then the end of the stream.
+                return if g.rx.len() > 0 {
+                    Ok(())
+                } else {
+                    Err(ECONNREFUSED)
+                };
             }
             if g.state == ChannelState::Rts {
                 return Ok(());

@@ -306,6 +306,12 @@ struct NetState {
     dgrams: Dgrams,
     /// The TP channels, until the endpoint reports them closed.
     chans: KVec<Arc<TpChannel>>,
+    /// Channels the peer opened and closed before any file bound them,
+    /// with messages nobody has read: the endpoint acknowledged those
+    /// messages, so they wait here for a binder (who reads them, then the
+    /// end of the stream) instead of being dropped. Out of the endpoint's
+    /// table (their TPN may be reused); counted with the unclaimed ones.
+    lingering: KVec<Arc<TpChannel>>,
     pending: [Option<PendingEcho>; ECHO_PENDING],
     pending_next: usize,
     echo_requests: u64,
@@ -414,6 +420,7 @@ impl Net {
             ports: KVec::new(),
             dgrams: Dgrams { bufs, busy: 0 },
             chans: KVec::new(),
+            lingering: KVec::new(),
             pending: [None; ECHO_PENDING],
             pending_next: 0,
             echo_requests: 0,
@@ -459,14 +466,16 @@ impl Net {
     /// the ports are dropped (the caller shuts the ports down after).
     pub(crate) fn shutdown(&self) -> KVec<Arc<Port>> {
         self.stopping.store(true, Relaxed);
-        let (handle, ports, chans) = {
+        let (handle, ports, chans, lingering) = {
             let mut st = self.state.lock();
             (
                 st.timer.take(),
                 core::mem::take(&mut st.ports),
                 core::mem::take(&mut st.chans),
+                core::mem::take(&mut st.lingering),
             )
         };
+        drop(lingering);
         // The device is going: its channels fail, their readers and writers
         // wake (and binders waiting for a peer give up).
         for c in chans.iter() {
@@ -945,10 +954,30 @@ impl Net {
     pub(crate) fn channel_close(self: &Arc<Self>, ch: &TpChannel) {
         {
             let mut st = self.state.lock();
+            // A channel the endpoint closed already has no TPN any more:
+            // the endpoint may have given its number to a new channel.
+            if ch.inner.lock().closed {
+                return;
+            }
             let _ = st.ep.close(now_ns(), ch.tpn);
             let _ = st.flush(now_ns());
         }
         self.kick();
+    }
+
+    /// Whether a `write()` on `ch` would be taken now (a file's `poll`).
+    /// When not, the channel's `changed` moves once it would: the
+    /// endpoint reports `Writable` (armed by `can_send`), the peer's
+    /// acknowledgement frees a `TxStore` slot, or the state changes.
+    pub(crate) fn channel_writable(&self, ch: &TpChannel) -> bool {
+        let mut st = self.state.lock();
+        // Endpoint before channel, as everywhere.
+        let room = {
+            let g = ch.inner.lock();
+            // A closed channel's TPN may name another channel by now.
+            !g.closed && g.tx.has_room()
+        };
+        room && st.ep.can_send(ch.tpn)
     }
 
     /// The endpoint's view of `ch`: its peer's TPN and counters.
@@ -957,6 +986,10 @@ impl Net {
         ch: &TpChannel,
     ) -> (Option<u32>, Option<crate::host::ChannelCounters>) {
         let st = self.state.lock();
+        // A closed channel's TPN may name another channel by now.
+        if ch.inner.lock().closed {
+            return (None, None);
+        }
         (st.ep.peer_tpn(ch.tpn), st.ep.counters(ch.tpn))
     }
 }
@@ -972,7 +1005,21 @@ impl NetState {
                 return Some(c.clone());
             }
         }
-        None
+        // One the peer closed already: its messages, then the end.
+        let i = self.lingering.iter().position(|c| pick(&c.inner.lock()))?;
+        let c = self.lingering.remove(i).ok()?;
+        c.inner.lock().claimed = true;
+        Some(c)
+    }
+
+    /// Channels a peer opened that no file has bound (live or closed).
+    fn unclaimed(&self) -> usize {
+        let live = self
+            .chans
+            .iter()
+            .filter(|c| !c.inner.lock().claimed)
+            .count();
+        live.saturating_add(self.lingering.len())
     }
 
     /// Answers the echo requests and matches the replies of one burst.
@@ -1056,19 +1103,23 @@ impl NetState {
                 }
                 Event::Closed { tpn } => {
                     if let Some(i) = self.chans.iter().position(|c| c.tpn == tpn) {
-                        let c = self.chans.remove(i);
-                        if let Ok(c) = c {
+                        if let Ok(c) = self.chans.remove(i) {
                             c.set_closed();
+                            let unread = {
+                                let g = c.inner.lock();
+                                !g.claimed && g.error.is_none() && g.rx.len() > 0
+                            };
+                            // Its slot among the unclaimed stays taken, so
+                            // the push only fails without memory (then the
+                            // messages go, as they would with the device).
+                            if unread {
+                                let _ = self.lingering.push(c, GFP_KERNEL);
+                            }
                         }
                     }
                 }
                 Event::Incoming { tpn, remote, key } => {
-                    let unclaimed = self
-                        .chans
-                        .iter()
-                        .filter(|c| !c.inner.lock().claimed)
-                        .count();
-                    let made = if unclaimed < MAX_UNCLAIMED {
+                    let made = if self.unclaimed() < MAX_UNCLAIMED {
                         TpChannel::new(tpn, remote, key, false).ok()
                     } else {
                         None

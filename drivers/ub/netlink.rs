@@ -611,6 +611,7 @@ fn fill_dev(w: &mut Writer, d: &DevSnapshot) -> Result {
         w.put_u64(uapi::UB_A_NET_STATS_MALFORMED, n.malformed, PAD)?;
         w.put_u64(uapi::UB_A_NET_STATS_NOT_FOR_US, n.not_for_us, PAD)?;
         w.put_u64(uapi::UB_A_NET_STATS_UNKNOWN_CHANNEL, n.unknown_channel, PAD)?;
+        w.put_u64(uapi::UB_A_NET_STATS_WRONG_PEER, n.wrong_peer, PAD)?;
         w.put_u64(uapi::UB_A_NET_STATS_ECHO_REQUESTS, d.echo_requests, PAD)?;
         w.put_u64(uapi::UB_A_NET_STATS_ECHO_REPLIES, d.echo_replies, PAD)
     })

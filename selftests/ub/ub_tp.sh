@@ -82,8 +82,11 @@ stream() {
 	key=$1
 	shift
 	if [ "$guest" = 0 ]; then
+		# A sender that failed may leave this end in RTS with nobody
+		# sending: give up after a minute without a message.
 		"$UBTP" recv --dev 0 --from "$them" --key "$key" --count "$COUNT" --sizes "$SIZES" \
-			--seed "$key" --timeout-ms 120000 --info "$@" > /tmp/ub-tp.out 2>&1
+			--seed "$key" --timeout-ms 120000 --idle-timeout-ms 60000 --info "$@" \
+			> /tmp/ub-tp.out 2>&1
 	else
 		"$UBTP" send --dev 0 --to "$them" --key "$key" --count "$COUNT" --sizes "$SIZES" \
 			--seed "$key" --timeout-ms 120000 --info "$@" > /tmp/ub-tp.out 2>&1
@@ -96,6 +99,32 @@ t_gbn() { stream 101 --retransmit gbn; }
 t_gbn_fast() { stream 102 --retransmit gbn --fast-retransmit; }
 t_sr() { stream 103 --retransmit sr; }
 t_sr_fast() { stream 104 --retransmit sr --fast-retransmit; }
+# Both ends O_NONBLOCK, waiting in poll() whenever a read or write would
+# block: ub-tp fails the run if a call says EAGAIN after poll() reported it
+# ready (what a file without a poll hook does), and each end must have
+# waited (200 messages: more than the sender's queue of 64 holds).
+t_poll() {
+	saved="$COUNT $SIZES"
+	COUNT=200
+	SIZES=1-65536
+	stream 107 --retransmit sr --fast-retransmit --poll &&
+		grep -Eq "poll-waits [1-9]" /tmp/ub-tp.out
+	rc=$?
+	COUNT=${saved% *}
+	SIZES=${saved#* }
+	return $rc
+}
+# The sender is done (every message acknowledged) and has closed its end
+# before the receiver binds: the receiver's kernel keeps the closed
+# channel's messages for a binder, who reads them all, then the end.
+t_late_reader() {
+	[ "$guest" = 0 ] && sleep 15
+	stream 108 --retransmit sr --fast-retransmit
+	rc=$?
+	# vm1 waits as long, so that both start the next case together.
+	[ "$guest" = 1 ] && sleep 15
+	return $rc
+}
 # vm1's plane 1 is pulled while the stream runs (faults off): the channel
 # carries on over plane 0 (the endpoint leaves the down port out of its
 # routes, the switches route round it) and loses nothing.
@@ -140,7 +169,7 @@ t_link_retries() {
 	[ "$n" -gt "$retries_before" ]
 }
 
-ktap_set_plan 14
+ktap_set_plan 16
 ktap_test_result "insmod ub.ko" insmod "$MODULE"
 ktap_test_result "links up, address and route configured" t_config
 ktap_test_result "the peer answers" t_peer
@@ -150,8 +179,10 @@ ktap_test_result "Go-Back-N: $COUNT messages exactly once, intact" t_gbn
 ktap_test_result "Go-Back-N, fast retransmit: exactly once, intact" t_gbn_fast
 ktap_test_result "selective: exactly once, intact" t_sr
 ktap_test_result "selective, fast retransmit: exactly once, intact" t_sr_fast
+ktap_test_result "selective, fast retransmit, both ends in poll(): exactly once, intact" t_poll
 ktap_test_result "link retries on this guest's links" t_link_retries
 t_clear
+ktap_test_result "the sender closed before the receiver bound: every message still read" t_late_reader
 ktap_test_result "plane 1 of vm1 pulled mid-stream: nothing lost" t_plane_down
 ktap_test_result "every path gone: ERR with ETIMEDOUT, nothing corrupt" t_paths_gone
 ktap_test_result "rmmod ub" rmmod ub

@@ -27,6 +27,12 @@
  *               drop a message it had acknowledged.
  * A channel the peer closed reads 0 (end of stream) after its messages;
  * write() then fails with EPIPE.
+ *
+ * poll()/epoll: POLLIN | POLLRDNORM when a message is queued; POLLOUT |
+ * POLLWRNORM when write() would take a message now; in ERR, POLLERR with
+ * POLLIN and POLLOUT (read() returns the queued messages, then the errno;
+ * write() fails at once); a channel the peer closed, POLLHUP | POLLRDHUP |
+ * POLLIN. A file not yet bound reports POLLHUP alone.
  */
 #ifndef _UAPI_LINUX_UB_H
 #define _UAPI_LINUX_UB_H
@@ -130,7 +136,9 @@ struct ub_tp_info {
 	__u64 rtx_mark_psn;	/* out: second losses found through MarkPSN */
 	__u64 rtx_go_back_n;	/* out: Go-Back-N retransmissions */
 	__u64 rto_expiries;	/* out */
-	__u64 reserved[8];	/* out: zero */
+	__u64 rx_duplicates;	/* out: data packets dropped, PSN already received */
+	__u64 rx_invalid_psn;	/* out: data packets dropped, PSN outside the window */
+	__u64 reserved[6];	/* out: zero */
 };
 
 /* Bytes of received messages a channel holds unread (see ENOBUFS above). */

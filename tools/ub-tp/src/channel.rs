@@ -211,6 +211,10 @@ pub struct Info {
     pub rtx_go_back_n: u64,
     /// RTO expiries.
     pub rto_expiries: u64,
+    /// Data packets dropped as duplicates (PSN already received).
+    pub rx_duplicates: u64,
+    /// Data packets dropped because their PSN lies outside the window.
+    pub rx_invalid_psn: u64,
 }
 
 impl Info {
@@ -237,6 +241,8 @@ impl Info {
             rtx_mark_psn: raw.rtx_mark_psn,
             rtx_go_back_n: raw.rtx_go_back_n,
             rto_expiries: raw.rto_expiries,
+            rx_duplicates: raw.rx_duplicates,
+            rx_invalid_psn: raw.rx_invalid_psn,
         })
     }
 }
@@ -248,6 +254,12 @@ pub struct Channel {
     tpn: u32,
     peer_tpn: u32,
     max_message: u32,
+    /// Poll mode ([`Channel::use_poll`]).
+    polled: bool,
+    /// Poll mode's limit on one wait.
+    poll_timeout: Option<std::time::Duration>,
+    /// Times poll mode waited in poll().
+    poll_waits: std::cell::Cell<u64>,
 }
 
 fn open(path: &Path, nonblocking: bool) -> Result<OwnedFd> {
@@ -293,6 +305,9 @@ impl Channel {
             tpn: raw.tpn,
             peer_tpn: raw.peer_tpn,
             max_message: raw.max_message,
+            polled: false,
+            poll_timeout: None,
+            poll_waits: std::cell::Cell::new(0),
         })
     }
 
@@ -307,6 +322,9 @@ impl Channel {
             tpn: 0,
             peer_tpn: 0,
             max_message: u32::try_from(max_message).unwrap_or(u32::MAX),
+            polled: false,
+            poll_timeout: None,
+            poll_waits: std::cell::Cell::new(0),
         }
     }
 
@@ -337,8 +355,104 @@ impl Channel {
         Channel::bind(dev_index, &opts)
     }
 
+    /// Poll mode: the descriptor becomes `O_NONBLOCK`, and [`send`],
+    /// [`recv`] and [`recv_into`] wait in poll() (`POLLOUT`, `POLLIN`)
+    /// instead of in the kernel whenever the call would block. A call that
+    /// says EAGAIN after poll() reported the descriptor ready fails with
+    /// [`Error::PollLied`]: one reader and one writer per channel, so
+    /// nothing else can take what poll() saw. A wait longer than `timeout`
+    /// (`None`: no limit) fails with [`Error::PollTimeout`].
+    ///
+    /// [`send`]: Channel::send
+    /// [`recv`]: Channel::recv
+    /// [`recv_into`]: Channel::recv_into
+    pub fn use_poll(&mut self, timeout: Option<std::time::Duration>) -> Result<()> {
+        let fd = self.fd.as_raw_fd();
+        // SAFETY: F_GETFL and F_SETFL on a descriptor this channel owns.
+        let ok = unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) >= 0
+        };
+        if !ok {
+            return Err(Error::last_os(Op::Open));
+        }
+        self.polled = true;
+        self.poll_timeout = timeout;
+        Ok(())
+    }
+
+    /// Whether poll mode is on.
+    pub fn is_polled(&self) -> bool {
+        self.polled
+    }
+
+    /// Runs `call`; in poll mode, waits in poll() for `events` and calls
+    /// again for as long as it says EAGAIN, and only once per readiness.
+    fn polled<T>(
+        &self,
+        op: Op,
+        events: libc::c_short,
+        mut call: impl FnMut() -> Result<T>,
+    ) -> Result<T> {
+        let mut ready: libc::c_short = 0;
+        loop {
+            match call() {
+                Err(e) if self.polled && e.is_would_block() => {
+                    if ready != 0 {
+                        return Err(Error::PollLied { op, revents: ready });
+                    }
+                    self.poll_waits.set(self.poll_waits.get() + 1);
+                    ready = self.wait(events, self.poll_timeout, op)?;
+                    if ready == 0 {
+                        let ms = self.poll_timeout.map_or(0, |t| t.as_millis());
+                        return Err(Error::PollTimeout { op, ms });
+                    }
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// How often poll mode waited in poll() for a call that would block.
+    pub fn poll_waits(&self) -> u64 {
+        self.poll_waits.get()
+    }
+
+    /// Waits in poll() for `events` (`POLLIN`, `POLLOUT`), at most
+    /// `timeout` (`None`: for ever): the revents, 0 if the time ran out.
+    pub fn wait(
+        &self,
+        events: libc::c_short,
+        timeout: Option<std::time::Duration>,
+        op: Op,
+    ) -> Result<libc::c_short> {
+        let ms = timeout.map_or(-1, |t| {
+            libc::c_int::try_from(t.as_millis()).unwrap_or(libc::c_int::MAX)
+        });
+        let mut p = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events,
+            revents: 0,
+        };
+        loop {
+            // SAFETY: `p` is one live pollfd, as the count says.
+            let r = unsafe { libc::poll(&mut p, 1, ms) };
+            if r >= 0 {
+                return Ok(if r > 0 { p.revents } else { 0 });
+            }
+            let e = Error::last_os(op);
+            if e.errno() != Some(libc::EINTR) {
+                return Err(e);
+            }
+        }
+    }
+
     /// Sends `msg` as one message (one write()).
     pub fn send(&self, msg: &[u8]) -> Result<()> {
+        self.polled(Op::Send, libc::POLLOUT, || self.send_once(msg))
+    }
+
+    fn send_once(&self, msg: &[u8]) -> Result<()> {
         // SAFETY: `msg` is valid for reads of `msg.len()` bytes.
         let n = unsafe { libc::write(self.fd.as_raw_fd(), msg.as_ptr().cast(), msg.len()) };
         if n < 0 {
@@ -359,6 +473,10 @@ impl Channel {
     /// shorter than the message fails with EMSGSIZE
     /// ([`Error::is_message_too_big`]) and the message stays queued.
     pub fn recv_into(&self, buf: &mut [u8]) -> Result<usize> {
+        self.polled(Op::Recv, libc::POLLIN, || self.recv_into_once(buf))
+    }
+
+    fn recv_into_once(&self, buf: &mut [u8]) -> Result<usize> {
         // SAFETY: `buf` is valid for writes of `buf.len()` bytes.
         let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
         if n < 0 {
@@ -383,9 +501,13 @@ impl Channel {
         let mut want = usize::try_from(self.max_message)
             .unwrap_or(usize::MAX)
             .max(MIN_RECV_BUFFER);
+        self.polled(Op::Recv, libc::POLLIN, || self.recv_once(buf, &mut want))
+    }
+
+    fn recv_once(&self, buf: &mut Vec<u8>, want: &mut usize) -> Result<usize> {
         loop {
             buf.clear();
-            buf.reserve(want);
+            buf.reserve(*want);
             let spare = buf.spare_capacity_mut();
             // SAFETY: the spare capacity is valid for writes of its length;
             // read() only writes bytes (never reads them).
@@ -395,7 +517,7 @@ impl Channel {
                 let e = Error::last_os(Op::Recv);
                 let cap = spare.len();
                 if e.is_message_too_big() && cap < RECV_BUFFER_MAX {
-                    want = cap.saturating_mul(2).min(RECV_BUFFER_MAX);
+                    *want = cap.saturating_mul(2).min(RECV_BUFFER_MAX);
                     continue;
                 }
                 return Err(e);
@@ -416,23 +538,7 @@ impl Channel {
     /// Waits until a message (or the end of the stream, or the channel's
     /// error) can be read, at most `timeout`: false if none came in time.
     pub fn wait_readable(&self, timeout: std::time::Duration) -> Result<bool> {
-        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-        let mut p = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        loop {
-            // SAFETY: `p` is one live pollfd, as the count says.
-            let r = unsafe { libc::poll(&mut p, 1, ms) };
-            if r >= 0 {
-                return Ok(r > 0);
-            }
-            let e = Error::last_os(Op::Recv);
-            if e.errno() != Some(libc::EINTR) {
-                return Err(e);
-            }
-        }
+        Ok(self.wait(libc::POLLIN, Some(timeout), Op::Recv)? != 0)
     }
 
     /// The channel's state and counters.

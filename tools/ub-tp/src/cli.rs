@@ -35,6 +35,11 @@ pub struct ChannelArgs {
     /// Payload bytes per packet, 256..=4096 (0: 4096).
     #[arg(long, default_value_t = 0)]
     pub mtu: u32,
+    /// After binding, make the file O_NONBLOCK and wait in poll() whenever
+    /// a read or write would block (a call that says EAGAIN after poll()
+    /// reported it ready fails the run).
+    #[arg(long)]
+    pub poll: bool,
 }
 
 impl ChannelArgs {
@@ -71,6 +76,8 @@ pub fn info_text(i: &Info) -> String {
         ("rtx_mark_psn", i.rtx_mark_psn),
         ("rtx_go_back_n", i.rtx_go_back_n),
         ("rto_expiries", i.rto_expiries),
+        ("rx_duplicates", i.rx_duplicates),
+        ("rx_invalid_psn", i.rx_invalid_psn),
     ] {
         s += &format!("  {k} {v}\n");
     }

@@ -57,6 +57,23 @@ pub enum Error {
     /// The options cannot make a valid `struct ub_tp_bind`; nothing was sent.
     #[error("bind: {0}")]
     Invalid(String),
+    /// poll() said the call would not block, and it then failed with
+    /// EAGAIN (a broken `poll` hook: without one, poll() always says ready).
+    #[error("{op}: poll() reported revents {revents:#x}, then the call said EAGAIN")]
+    PollLied {
+        /// The call.
+        op: Op,
+        /// What poll() reported.
+        revents: i16,
+    },
+    /// Poll mode waited longer than its limit.
+    #[error("{op}: nothing in {ms} ms (poll() timed out)")]
+    PollTimeout {
+        /// The call.
+        op: Op,
+        /// The limit.
+        ms: u128,
+    },
     /// The kernel answered with something the ABI does not allow.
     #[error("{op}: the device broke the ABI: {what}")]
     Abi {

@@ -134,7 +134,8 @@ pub fn recv(
     let mut buf = Vec::new();
     let mut index = 0u64;
     while v.summary().received < count {
-        if let Some(t) = idle {
+        // In poll mode the channel's own wait applies the limit.
+        if let Some(t) = idle.filter(|_| !ch.is_polled()) {
             match ch.wait_readable(t) {
                 Ok(true) => {}
                 Ok(false) => {

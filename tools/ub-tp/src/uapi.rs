@@ -147,8 +147,12 @@ pub struct UbTpInfo {
     pub rtx_go_back_n: u64,
     /// Out: RTO expiries.
     pub rto_expiries: u64,
+    /// Out: data packets dropped, PSN already received.
+    pub rx_duplicates: u64,
+    /// Out: data packets dropped, PSN outside the window.
+    pub rx_invalid_psn: u64,
     /// Out: zero.
-    pub reserved: [u64; 8],
+    pub reserved: [u64; 6],
 }
 
 // Worked out from the header: ub_addr is 1 + 3 + 16 bytes, byte aligned.
@@ -168,13 +172,15 @@ const _: () = assert!(offset_of!(UbTpBind, tpn) == 52);
 const _: () = assert!(offset_of!(UbTpBind, peer_tpn) == 56);
 const _: () = assert!(offset_of!(UbTpBind, max_message) == 60);
 const _: () = assert!(offset_of!(UbTpBind, reserved) == 64);
-// ub_tp_info: six u32 (24 bytes, so the u64s start 8-aligned), ten u64
-// counters (80) and eight reserved u64 (64): 168 bytes.
+// ub_tp_info: six u32 (24 bytes, so the u64s start 8-aligned), twelve u64
+// counters (96) and six reserved u64 (48): 168 bytes.
 const _: () = assert!(size_of::<UbTpInfo>() == 168);
 const _: () = assert!(offset_of!(UbTpInfo, rx_queued) == 20);
 const _: () = assert!(offset_of!(UbTpInfo, tx_messages) == 24);
 const _: () = assert!(offset_of!(UbTpInfo, rto_expiries) == 96);
-const _: () = assert!(offset_of!(UbTpInfo, reserved) == 104);
+const _: () = assert!(offset_of!(UbTpInfo, rx_duplicates) == 104);
+const _: () = assert!(offset_of!(UbTpInfo, rx_invalid_psn) == 112);
+const _: () = assert!(offset_of!(UbTpInfo, reserved) == 120);
 
 const IOC_NRBITS: u32 = 8;
 const IOC_TYPEBITS: u32 = 8;

@@ -45,6 +45,8 @@ const FIELDS: &[(&str, &str)] = &[
     ("ub_tp_info", "rtx_mark_psn"),
     ("ub_tp_info", "rtx_go_back_n"),
     ("ub_tp_info", "rto_expiries"),
+    ("ub_tp_info", "rx_duplicates"),
+    ("ub_tp_info", "rx_invalid_psn"),
     ("ub_tp_info", "reserved"),
 ];
 
@@ -125,6 +127,8 @@ fn rust_layout() -> HashMap<String, u64> {
         rtx_mark_psn,
         rtx_go_back_n,
         rto_expiries,
+        rx_duplicates,
+        rx_invalid_psn,
         reserved
     );
     for (k, v) in CONSTANTS {

@@ -125,3 +125,47 @@ fn a_send_error_names_the_message_and_its_errno() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Poll mode on both ends: the descriptors are O_NONBLOCK and every call
+/// that would block waits in poll() instead; the stream is unchanged. The
+/// receiver starts late, so the sender fills the socket and must wait for
+/// POLLOUT; the receiver then drains faster than the sender writes and
+/// waits for POLLIN.
+#[test]
+fn poll_mode_waits_in_poll_and_loses_nothing() {
+    let (mut tx, mut rx) = pair();
+    // A send buffer of a few messages: the sender must wait however fast
+    // it encodes.
+    let small: libc::c_int = 64 << 10;
+    // SAFETY: `small` is a live c_int of the length passed.
+    let r = unsafe {
+        libc::setsockopt(
+            tx.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&small as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0);
+    tx.use_poll(None).unwrap();
+    rx.use_poll(Some(Duration::from_secs(10))).unwrap();
+    let sizes = spec("1-16384");
+    let s2 = sizes.clone();
+    let sender = thread::spawn(move || {
+        let r = stream::send(&tx, &s2, 11, 400);
+        (r, tx.poll_waits())
+    });
+    thread::sleep(Duration::from_millis(200));
+    let mut v = Verifier::new(sizes, 11);
+    let (sum, r) = stream::recv(&rx, &mut v, 400, None, |i, _, verdict| {
+        panic!("message {i}: {verdict:?}")
+    });
+    let ((sent, sr), tx_waits) = sender.join().unwrap_or_else(|_| panic!("sender panicked"));
+    assert!(sr.is_ok(), "{sr:?}");
+    assert!(r.is_ok(), "{r:?}");
+    assert!(sum.ok(400), "{sum:?}");
+    assert_eq!(sent.sent, 400);
+    assert!(tx_waits > 0, "the sender never waited for POLLOUT");
+    assert!(rx.poll_waits() > 0, "the receiver never waited for POLLIN");
+}

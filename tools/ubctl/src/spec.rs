@@ -186,6 +186,7 @@ attr_set!(
         ECHO_REQUESTS = 9, "echo-requests", Ty::U64;
         ECHO_REPLIES = 10, "echo-replies", Ty::U64;
         PAD = 11, "pad", Ty::Pad;
+        WRONG_PEER = 12, "wrong-peer", Ty::U64;
     }
 );
 

@@ -112,12 +112,15 @@ fn check_sizes(ch: &Channel, sizes: &SizeSpec) -> anyhow::Result<()> {
 
 fn recv(s: &Stream, from: Option<Addr>, idle: u64) -> anyhow::Result<Outcome> {
     let opts = s.channel.bind_options();
-    let ch = Channel::listen(s.channel.dev, from, s.channel.key, &opts)?;
+    let idle = (idle > 0).then(|| Duration::from_millis(idle));
+    let mut ch = Channel::listen(s.channel.dev, from, s.channel.key, &opts)?;
+    if s.channel.poll {
+        ch.use_poll(idle)?;
+    }
     check_sizes(&ch, &s.sizes)?;
     let mut v = Verifier::new(s.sizes.clone(), s.seed);
     let mut reported = 0;
     let start = Instant::now();
-    let idle = (idle > 0).then(|| Duration::from_millis(idle));
     let (sum, r) = stream::recv(&ch, &mut v, s.count, idle, |index, len, verdict| {
         if reported < 10 {
             reported += 1;
@@ -132,6 +135,9 @@ fn recv(s: &Stream, from: Option<Addr>, idle: u64) -> anyhow::Result<Outcome> {
         fields.extend(m);
     }
     fields.insert("seconds".into(), json!(elapsed.as_secs_f64()));
+    if s.channel.poll {
+        fields.insert("poll_waits".into(), json!(ch.poll_waits()));
+    }
     Ok(Outcome {
         ok: r.is_ok() && sum.ok(s.count),
         error: r.err().map(|e| e.to_string()),
@@ -142,7 +148,10 @@ fn recv(s: &Stream, from: Option<Addr>, idle: u64) -> anyhow::Result<Outcome> {
 
 fn send(s: &Stream, to: Addr, ack_timeout: u64) -> anyhow::Result<Outcome> {
     let opts = s.channel.bind_options();
-    let ch = Channel::connect(s.channel.dev, to, s.channel.key, &opts)?;
+    let mut ch = Channel::connect(s.channel.dev, to, s.channel.key, &opts)?;
+    if s.channel.poll {
+        ch.use_poll(None)?;
+    }
     check_sizes(&ch, &s.sizes)?;
     let start = Instant::now();
     let (sent, mut r) = stream::send(&ch, &s.sizes, s.seed, s.count);
@@ -163,6 +172,9 @@ fn send(s: &Stream, to: Addr, ack_timeout: u64) -> anyhow::Result<Outcome> {
     fields.insert("bytes".into(), json!(sent.bytes));
     fields.insert("acked".into(), json!(info.map(|i| i.tx_acked)));
     fields.insert("seconds".into(), json!(elapsed.as_secs_f64()));
+    if s.channel.poll {
+        fields.insert("poll_waits".into(), json!(ch.poll_waits()));
+    }
     Ok(Outcome {
         ok: r.is_ok(),
         error: r.err().map(|e| e.to_string()),
