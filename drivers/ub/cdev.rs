@@ -36,7 +36,7 @@ use kernel::{
 };
 
 use crate::channel::TpChannel;
-use crate::host::{Addr, LoadBalance};
+use crate::host::{Addr, ChannelConfig, LoadBalance};
 use crate::transport::cm::ChannelState;
 use crate::transport::RetransmitMode;
 use crate::ub_net::{tp_config, Net};
@@ -71,7 +71,7 @@ struct UbAddr {
 /// `struct ub_tp_bind`.
 #[repr(C)]
 #[derive(Clone, Copy)]
-struct UbTpBind {
+pub(crate) struct UbTpBind {
     version: u32,
     dev_index: u32,
     remote: UbAddr,
@@ -166,6 +166,79 @@ fn parse_addr(a: &UbAddr) -> Result<Option<Addr>> {
     Ok(addr)
 }
 
+/// What a `struct ub_tp_bind` asks for, checked: the character device's
+/// bind and the in-kernel API (`kapi.rs`) share it.
+pub(crate) struct BindRequest {
+    /// The device.
+    pub(crate) dev_index: u32,
+    /// The key both ends name the channel by.
+    pub(crate) key: u32,
+    /// Wait for the peer to open the channel.
+    pub(crate) listen: bool,
+    /// The peer (`None`: anyone, for a listen).
+    pub(crate) remote: Option<Addr>,
+    /// The channel's configuration.
+    pub(crate) cfg: ChannelConfig,
+}
+
+impl BindRequest {
+    /// Checks every field of `b` (its version included): `EINVAL` for a
+    /// reserved field that is not zero, an unknown flag or value, a
+    /// combination the transport refuses; `EDESTADDRREQ` for a connect
+    /// without a peer; `EPROTONOSUPPORT` for another ABI version.
+    pub(crate) fn parse(b: &UbTpBind) -> Result<Self> {
+        if b.version != ABI_VERSION {
+            return Err(EPROTONOSUPPORT);
+        }
+        if b.reserved != [0; 8]
+            || b.reserved0 != [0; 3]
+            || b.flags & !UB_TP_BIND_FLAGS != 0
+            || b.attr_flags & !UB_TP_ATTR_FLAGS != 0
+            || !matches!(b.retransmit, UB_TP_GO_BACK_N | UB_TP_SELECTIVE)
+            || !(b.mtu == 0 || (256..=4096).contains(&b.mtu))
+            || b.timeout_ms > BIND_TIMEOUT_MAX_MS
+        {
+            return Err(EINVAL);
+        }
+        let listen = b.flags & UB_TP_BIND_LISTEN != 0;
+        let remote = parse_addr(&b.remote)?;
+        if remote.is_none() && !listen {
+            return Err(EDESTADDRREQ);
+        }
+        let mut cfg = tp_config();
+        cfg.mode = if b.retransmit == UB_TP_SELECTIVE {
+            RetransmitMode::Selective
+        } else {
+            RetransmitMode::GoBackN
+        };
+        cfg.fast_retransmit = b.attr_flags & UB_TP_FAST_RETRANSMIT != 0;
+        if cfg.mode == RetransmitMode::GoBackN && cfg.fast_retransmit {
+            // Go-Back-N with fast retransmission holds nothing out of order.
+            cfg.rx_slots = 0;
+        }
+        if b.attr_flags & UB_TP_PER_PACKET != 0 {
+            if cfg.fast_retransmit {
+                // Spraying reorders on purpose: every reorder would look
+                // like a loss (refused for listening binds too).
+                return Err(EINVAL);
+            }
+            // 16 source ports (or LBFs): enough for the switches to spread
+            // the channel over every path.
+            cfg.lb = LoadBalance::PerPacket { range_log2: 4 };
+        }
+        if b.mtu != 0 {
+            cfg.mtu = b.mtu;
+        }
+        Ok(Self {
+            dev_index: b.dev_index,
+            key: b.key,
+            listen,
+            remote,
+            cfg,
+        })
+    }
+}
+
 /// The `UB_TP_STATE_*` of a channel.
 fn state_code(s: ChannelState, closed: bool) -> u32 {
     if closed {
@@ -224,24 +297,7 @@ impl TpFile {
         let (mut reader, mut writer) =
             UserSlice::new(UserPtr::from_addr(arg), size).reader_writer();
         let mut b: UbTpBind = reader.read()?;
-        if b.version != ABI_VERSION {
-            return Err(EPROTONOSUPPORT);
-        }
-        if b.reserved != [0; 8]
-            || b.reserved0 != [0; 3]
-            || b.flags & !UB_TP_BIND_FLAGS != 0
-            || b.attr_flags & !UB_TP_ATTR_FLAGS != 0
-            || !matches!(b.retransmit, UB_TP_GO_BACK_N | UB_TP_SELECTIVE)
-            || !(b.mtu == 0 || (256..=4096).contains(&b.mtu))
-            || b.timeout_ms > BIND_TIMEOUT_MAX_MS
-        {
-            return Err(EINVAL);
-        }
-        let listen = b.flags & UB_TP_BIND_LISTEN != 0;
-        let remote = parse_addr(&b.remote)?;
-        if remote.is_none() && !listen {
-            return Err(EDESTADDRREQ);
-        }
+        let req = BindRequest::parse(&b)?;
         // SAFETY: `capable` only reads the current task's credentials.
         if !unsafe { bindings::capable(bindings::CAP_NET_ADMIN as i32) } {
             return Err(EPERM);
@@ -250,30 +306,7 @@ impl TpFile {
             return Err(EISCONN);
         }
         let net = crate::registry::get(b.dev_index).ok_or(ENODEV)?;
-        let mut cfg = tp_config();
-        cfg.mode = if b.retransmit == UB_TP_SELECTIVE {
-            RetransmitMode::Selective
-        } else {
-            RetransmitMode::GoBackN
-        };
-        cfg.fast_retransmit = b.attr_flags & UB_TP_FAST_RETRANSMIT != 0;
-        if cfg.mode == RetransmitMode::GoBackN && cfg.fast_retransmit {
-            // Go-Back-N with fast retransmission holds nothing out of order.
-            cfg.rx_slots = 0;
-        }
-        if b.attr_flags & UB_TP_PER_PACKET != 0 {
-            if cfg.fast_retransmit {
-                // Spraying reorders on purpose: every reorder would look
-                // like a loss (refused for listening binds too).
-                return Err(EINVAL);
-            }
-            // 16 source ports (or LBFs): enough for the switches to spread
-            // the channel over every path.
-            cfg.lb = LoadBalance::PerPacket { range_log2: 4 };
-        }
-        if b.mtu != 0 {
-            cfg.mtu = b.mtu;
-        }
+        let (listen, remote, cfg) = (req.listen, req.remote, req.cfg);
         let nonblock = file.flags() & kernel::fs::file::flags::O_NONBLOCK != 0;
         let timeout = if b.timeout_ms == 0 {
             BIND_TIMEOUT_MS

@@ -227,6 +227,9 @@ pub(crate) struct TpInner {
     pub(crate) tx_messages: u64,
     pub(crate) tx_acked: u64,
     pub(crate) rx_messages: u64,
+    /// An in-kernel user (`kapi.rs`) in place of a reader: every change
+    /// queues its work.
+    consumer: Option<Arc<crate::kapi::KernelTp>>,
 }
 
 /// One TP Channel (see the module documentation).
@@ -261,6 +264,7 @@ impl TpChannel {
             tx_messages: 0,
             tx_acked: 0,
             rx_messages: 0,
+            consumer: None,
         };
         let changed = PollCondVarBox::new(c"TpChannel::changed", static_lock_class!())?;
         Arc::pin_init(
@@ -278,6 +282,14 @@ impl TpChannel {
     fn bump(&self, inner: &mut TpInner) {
         inner.events = inner.events.wrapping_add(1);
         self.changed.notify_all();
+        if let Some(k) = &inner.consumer {
+            crate::kapi::KernelTp::notify(k);
+        }
+    }
+
+    /// Sets (or clears) the in-kernel user that consumes this channel.
+    pub(crate) fn set_consumer(&self, k: Option<Arc<crate::kapi::KernelTp>>) {
+        self.inner.lock().consumer = k;
     }
 
     /// One piece of a received message; `false` if the channel must fail

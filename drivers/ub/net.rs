@@ -49,6 +49,7 @@ use crate::host::{
     EndpointConfig, Event, LocalAddrs, MessageSource, MsgRef, OpenError, Random, RtoConfig,
     SendError, Storage,
 };
+use crate::kapi::KernelTp;
 use crate::link::engine::max_dlldp_payload;
 use crate::link::frame::Mode;
 use crate::port::{now_ns, Port, MAX_PACKET};
@@ -312,6 +313,8 @@ struct NetState {
     /// end of the stream) instead of being dropped. Out of the endpoint's
     /// table (their TPN may be reused); counted with the unclaimed ones.
     lingering: KVec<Arc<TpChannel>>,
+    /// In-kernel listens (`kapi.rs`) no peer has opened a channel for yet.
+    listeners: KVec<Arc<KernelTp>>,
     pending: [Option<PendingEcho>; ECHO_PENDING],
     pending_next: usize,
     echo_requests: u64,
@@ -421,6 +424,7 @@ impl Net {
             dgrams: Dgrams { bufs, busy: 0 },
             chans: KVec::new(),
             lingering: KVec::new(),
+            listeners: KVec::new(),
             pending: [None; ECHO_PENDING],
             pending_next: 0,
             echo_requests: 0,
@@ -466,16 +470,20 @@ impl Net {
     /// the ports are dropped (the caller shuts the ports down after).
     pub(crate) fn shutdown(&self) -> KVec<Arc<Port>> {
         self.stopping.store(true, Relaxed);
-        let (handle, ports, chans, lingering) = {
+        let (handle, ports, chans, lingering, listeners) = {
             let mut st = self.state.lock();
             (
                 st.timer.take(),
                 core::mem::take(&mut st.ports),
                 core::mem::take(&mut st.chans),
                 core::mem::take(&mut st.lingering),
+                core::mem::take(&mut st.listeners),
             )
         };
         drop(lingering);
+        for k in listeners.iter() {
+            KernelTp::orphan(k);
+        }
         // The device is going: its channels fail, their readers and writers
         // wake (and binders waiting for a peer give up).
         for c in chans.iter() {
@@ -965,6 +973,37 @@ impl Net {
         self.kick();
     }
 
+    /// Gives `ch` (claimed by the caller) to the in-kernel user `k`.
+    pub(crate) fn kernel_attach(&self, k: &Arc<KernelTp>, ch: Arc<TpChannel>) {
+        let _st = self.state.lock();
+        KernelTp::attach(k, ch);
+    }
+
+    /// An in-kernel listen: the channel a peer opened (or opened and
+    /// closed) already, or the next one, goes to `k`.
+    pub(crate) fn kernel_listen(self: &Arc<Self>, k: &Arc<KernelTp>) -> Result {
+        if self.stopping.load(Relaxed) {
+            return Err(ENODEV);
+        }
+        let mut st = self.state.lock();
+        let (key, from) = (k.key, k.from);
+        if let Some(c) = st.claim(|i| i.key == key && from.is_none_or(|f| f == i.remote)) {
+            KernelTp::attach(k, c);
+            return Ok(());
+        }
+        st.listeners.push(k.clone(), GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// `k` closes: it no longer listens; its channel, if it has one.
+    pub(crate) fn kernel_detach(&self, k: &Arc<KernelTp>) -> Option<Arc<TpChannel>> {
+        let mut st = self.state.lock();
+        if let Some(i) = st.listeners.iter().position(|l| Arc::ptr_eq(l, k)) {
+            let _ = st.listeners.remove(i);
+        }
+        k.take_channel()
+    }
+
     /// Whether a `write()` on `ch` would be taken now (a file's `poll`).
     /// When not, the channel's `changed` moves once it would: the
     /// endpoint reports `Writable` (armed by `can_send`), the peer's
@@ -1010,6 +1049,23 @@ impl NetState {
         let c = self.lingering.remove(i).ok()?;
         c.inner.lock().claimed = true;
         Some(c)
+    }
+
+    /// Hands a channel a peer just opened to the in-kernel listen waiting
+    /// for it, if there is one.
+    fn give_to_listener(&mut self, c: &Arc<TpChannel>) {
+        let i = {
+            let g = c.inner.lock();
+            self.listeners
+                .iter()
+                .position(|k| k.key == g.key && k.from.is_none_or(|f| f == g.remote))
+        };
+        let Some(i) = i else { return };
+        let Ok(k) = self.listeners.remove(i) else {
+            return;
+        };
+        c.inner.lock().claimed = true;
+        KernelTp::attach(&k, c.clone());
     }
 
     /// Channels a peer opened that no file has bound (live or closed).
@@ -1124,8 +1180,15 @@ impl NetState {
                     } else {
                         None
                     };
-                    match made.map(|c| self.chans.push(c, GFP_KERNEL)) {
-                        Some(Ok(())) => incoming = true,
+                    let pushed = made.map(|c| {
+                        let r = self.chans.push(c.clone(), GFP_KERNEL);
+                        r.map(|()| c)
+                    });
+                    match pushed {
+                        Some(Ok(c)) => {
+                            incoming = true;
+                            self.give_to_listener(&c);
+                        }
                         // Refused: no room to keep it for a binder.
                         _ => {
                             let _ = self.ep.close(now, tpn);

@@ -18,8 +18,9 @@ pub use proto::*;
 
 mod cdev;
 mod channel;
-pub mod kernel_crc;
 #[cfg(CONFIG_UB_KUNIT_TEST)]
+mod kapi;
+pub mod kernel_crc;
 mod kunit;
 mod netlink;
 mod pci;
