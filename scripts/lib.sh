@@ -93,6 +93,12 @@ build_module() { # OUTDIR KDIR [make args]
 	fi
 }
 
+# The mkinitramfs arguments that put the modules build_module made in DIR
+# into a guest: ub.ko, and the samples that use its in-kernel API.
+module_args() { # DIR
+	MODULE_ARGS=(--module "$1/drivers/ub/ub.ko" --module "$1/samples/ub/ub_echo.ko")
+}
+
 # Builds the statically linked user-space binaries the guests carry and sets
 # GUEST_BINS to the matching scripts/mkinitramfs arguments.
 build_guest_bins() {

@@ -125,6 +125,40 @@ t_late_reader() {
 	[ "$guest" = 1 ] && sleep 15
 	return $rc
 }
+# The in-kernel API: vm0 loads samples/ub/ub_echo.ko, a module that serves
+# channel 109 through <linux/ub.h>; vm1's ub-tp echo sends 50 checksummed
+# messages and checks each comes back whole. vm0 checks the module counted
+# them, saw the peer close (its error callback with 0) and unloads.
+ECHO_MODULE=${UB_ECHO_MODULE:-/lib/modules/ub_echo.ko}
+echoed() {
+	cat /sys/module/ub_echo/parameters/echoed 2>/dev/null || echo 0
+}
+t_kernel_echo() {
+	if [ "$guest" = 1 ]; then
+		sleep 3
+		"$UBTP" echo --dev 0 --to "$them" --key 109 --count 50 --sizes 1-65536 --seed 109 \
+			--idle-timeout-ms 180000 \
+			--retransmit sr --fast-retransmit --info > /tmp/ub-tp.out 2>&1
+		rc=$?
+		sed 's/^/# /' /tmp/ub-tp.out
+		sleep 5
+		return $rc
+	fi
+	insmod "$ECHO_MODULE" dev=0 key=109 || return 1
+	i=0
+	until [ "$(echoed)" -ge 50 ] && dmesg | grep -q "ub_echo: channel 109 ended (0)"; do
+		i=$((i + 1))
+		if [ $i -gt 600 ]; then
+			echo "# ub_echo echoed $(echoed) of 50"
+			dmesg | grep ub_echo | sed 's/^/# /'
+			rmmod ub_echo
+			return 1
+		fi
+		sleep 0.1
+	done
+	echo "# ub_echo echoed $(echoed) of 50, then the peer closed"
+	rmmod ub_echo && ! dmesg | grep -q "ub_echo: \(reply not sent\|cannot\|out of memory\)"
+}
 # vm1's plane 1 is pulled while the stream runs (faults off): the channel
 # carries on over plane 0 (the endpoint leaves the down port out of its
 # routes, the switches route round it) and loses nothing.
@@ -169,7 +203,7 @@ t_link_retries() {
 	[ "$n" -gt "$retries_before" ]
 }
 
-ktap_set_plan 16
+ktap_set_plan 17
 ktap_test_result "insmod ub.ko" insmod "$MODULE"
 ktap_test_result "links up, address and route configured" t_config
 ktap_test_result "the peer answers" t_peer
@@ -183,6 +217,7 @@ ktap_test_result "selective, fast retransmit, both ends in poll(): exactly once,
 ktap_test_result "link retries on this guest's links" t_link_retries
 t_clear
 ktap_test_result "the sender closed before the receiver bound: every message still read" t_late_reader
+ktap_test_result "in-kernel API: samples/ub/ub_echo.ko echoes 50 messages to vm1, intact" t_kernel_echo
 ktap_test_result "plane 1 of vm1 pulled mid-stream: nothing lost" t_plane_down
 ktap_test_result "every path gone: ERR with ETIMEDOUT, nothing corrupt" t_paths_gone
 ktap_test_result "rmmod ub" rmmod ub

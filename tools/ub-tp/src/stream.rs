@@ -39,6 +39,12 @@ pub enum StreamError {
         /// The seq expected.
         seq: u64,
     },
+    /// The echo service answered with something else than the message.
+    #[error("the reply to message {seq} is not that message")]
+    BadEcho {
+        /// The message sent.
+        seq: u64,
+    },
     /// The peer did not acknowledge everything in time.
     #[error("{acked} of {count} messages acknowledged after {ms} ms")]
     NotAcked {
@@ -170,6 +176,61 @@ pub fn recv(
             bad(index, buf.len(), verdict);
         }
         index += 1;
+    }
+    (v.summary(), Ok(()))
+}
+
+/// Sends messages `0..count` one at a time and reads each back from an
+/// echo service at the other end (`samples/ub/ub_echo.c`): each reply must
+/// be the message just sent, intact. Stops at the first failure, a reply
+/// that is not the one expected, or `idle` without a reply; the summary
+/// counts the replies.
+pub fn echo(
+    ch: &Channel,
+    sizes: &SizeSpec,
+    seed: u64,
+    count: u64,
+    idle: Option<Duration>,
+    mut bad: impl FnMut(u64, usize, Verdict),
+) -> (Summary, Result<(), StreamError>) {
+    let mut v = Verifier::new(sizes.clone(), seed);
+    let mut out = Vec::new();
+    let mut back = Vec::new();
+    for seq in 0..count {
+        out.resize(sizes.size(seq, seed), 0);
+        message::encode_into(seq, seed, &mut out);
+        if let Err(source) = ch.send(&out) {
+            return (v.summary(), Err(StreamError::Channel { seq, source }));
+        }
+        if let Some(t) = idle.filter(|_| !ch.is_polled()) {
+            match ch.wait_readable(t) {
+                Ok(true) => {}
+                Ok(false) => {
+                    let e = StreamError::Idle {
+                        ms: t.as_millis(),
+                        seq,
+                    };
+                    return (v.summary(), Err(e));
+                }
+                Err(source) => return (v.summary(), Err(StreamError::Channel { seq, source })),
+            }
+        }
+        match ch.recv(&mut back) {
+            Ok(0) => {
+                let e = StreamError::Closed {
+                    received: v.summary().received,
+                    count,
+                };
+                return (v.summary(), Err(e));
+            }
+            Ok(_) => {}
+            Err(source) => return (v.summary(), Err(StreamError::Channel { seq, source })),
+        }
+        let verdict = v.accept(&back);
+        if !matches!(verdict, Verdict::Good(_)) {
+            bad(seq, back.len(), verdict);
+            return (v.summary(), Err(StreamError::BadEcho { seq }));
+        }
     }
     (v.summary(), Ok(()))
 }

@@ -169,3 +169,43 @@ fn poll_mode_waits_in_poll_and_loses_nothing() {
     assert!(tx_waits > 0, "the sender never waited for POLLOUT");
     assert!(rx.poll_waits() > 0, "the receiver never waited for POLLIN");
 }
+
+/// `echo` against an echo service on the other end of the pair (what
+/// samples/ub/ub_echo.c does in the kernel): every reply checked; a service
+/// that answers something else is caught.
+#[test]
+fn echo_checks_every_reply() {
+    let (tx, rx) = pair();
+    let server = thread::spawn(move || {
+        let mut buf = Vec::new();
+        let mut n = 0u64;
+        while let Ok(len) = rx.recv(&mut buf) {
+            if len == 0 {
+                break;
+            }
+            n += 1;
+            if n == 30 {
+                // A broken service: one flipped byte.
+                buf[len / 2] ^= 1;
+            }
+            if rx.send(&buf).is_err() {
+                break;
+            }
+        }
+    });
+    let sizes = spec("1-65536");
+    let mut bad = Vec::new();
+    let (sum, r) = stream::echo(
+        &tx,
+        &sizes,
+        5,
+        100,
+        Some(Duration::from_secs(10)),
+        |i, _, v| bad.push((i, v)),
+    );
+    drop(tx);
+    server.join().unwrap_or_else(|_| panic!("server panicked"));
+    assert_eq!(sum.received, 29, "{sum:?}");
+    assert!(matches!(r, Err(StreamError::BadEcho { seq: 29 })), "{r:?}");
+    assert!(matches!(bad[..], [(29, Verdict::Corrupt(_))]), "{bad:?}");
+}

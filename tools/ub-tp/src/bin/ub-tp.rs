@@ -2,7 +2,8 @@
 //! `ub-tp`: a checksummed message stream over one TP Channel, the tool the
 //! selftests drive. `recv` listens and checks every message is intact, of
 //! the SPEC's length, in order and exactly once; `send` connects, sends the
-//! stream and waits until the peer acknowledged all of it. `abi-check`
+//! stream and waits until the peer acknowledged all of it; `echo` checks
+//! each message comes back from an echo service. `abi-check`
 //! checks every misuse of `/dev/ub_tp` gets its errno (`ub_tp::abicheck`).
 
 use std::path::PathBuf;
@@ -78,6 +79,18 @@ enum Cmd {
         /// once all are written, in ms.
         #[arg(long, default_value_t = 60_000)]
         ack_timeout_ms: u64,
+    },
+    /// Connect to an echo service (samples/ub/ub_echo.c) and check that
+    /// each message comes back whole, in turn.
+    Echo {
+        #[command(flatten)]
+        stream: Stream,
+        /// The peer.
+        #[arg(long)]
+        to: Addr,
+        /// Fail if a reply takes longer than this, in ms (0: wait forever).
+        #[arg(long, default_value_t = 60_000)]
+        idle_timeout_ms: u64,
     },
     /// Check that every misuse of the device gets the errno the kernel
     /// documents and changes nothing (run as root; no peer needed).
@@ -183,6 +196,33 @@ fn send(s: &Stream, to: Addr, ack_timeout: u64) -> anyhow::Result<Outcome> {
     })
 }
 
+fn echo(s: &Stream, to: Addr, idle: u64) -> anyhow::Result<Outcome> {
+    let idle = (idle > 0).then(|| Duration::from_millis(idle));
+    let opts = s.channel.bind_options();
+    let mut ch = Channel::connect(s.channel.dev, to, s.channel.key, &opts)?;
+    if s.channel.poll {
+        ch.use_poll(idle)?;
+    }
+    check_sizes(&ch, &s.sizes)?;
+    let start = Instant::now();
+    let (sum, r) = stream::echo(&ch, &s.sizes, s.seed, s.count, idle, |seq, len, verdict| {
+        eprintln!("ub-tp echo: reply to message {seq} ({len} bytes): {verdict:?}");
+    });
+    let elapsed = start.elapsed();
+    let info = if s.info { Some(ch.info()?) } else { None };
+    let mut fields = serde_json::Map::new();
+    fields.insert("count".into(), json!(s.count));
+    fields.insert("echoed".into(), json!(sum.received));
+    fields.insert("bytes".into(), json!(sum.bytes));
+    fields.insert("seconds".into(), json!(elapsed.as_secs_f64()));
+    Ok(Outcome {
+        ok: r.is_ok() && sum.ok(s.count),
+        error: r.err().map(|e| e.to_string()),
+        fields,
+        info,
+    })
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let (role, stream, r) = match &cli.cmd {
@@ -203,6 +243,15 @@ fn main() -> ExitCode {
             "send",
             stream,
             send(stream, *to, *ack_timeout_ms).context("ub-tp send"),
+        ),
+        Cmd::Echo {
+            stream,
+            to,
+            idle_timeout_ms,
+        } => (
+            "echo",
+            stream,
+            echo(stream, *to, *idle_timeout_ms).context("ub-tp echo"),
         ),
         Cmd::AbiCheck { dev, device } => {
             return if abicheck::run(device, *dev, abicheck::CASES, |l| println!("{l}")) {
