@@ -196,6 +196,47 @@ t_paths_gone() {
 		! grep -Eq "corrupt [1-9]|out-of-order [1-9]|duplicates [1-9]" /tmp/ub-tp.out
 	fi
 }
+# vm0's controller is unbound while a stream runs: vm0's reader gets ENODEV
+# (after the messages already received), vm1's writer gives up with an
+# error instead of hanging, and the controller binds again. The debug
+# kernel's KASAN, lockdep and kmemleak watch the teardown under traffic.
+t_unbind_tp() {
+	if [ "$guest" = 1 ]; then
+		timeout 120 "$UBTP" send --dev 0 --to "$them" --key 110 --count 1000000 --sizes 4096 \
+			--seed 110 --timeout-ms 60000 > /tmp/ub-tp.out 2>&1
+		rc=$?
+		sed 's/^/# /' /tmp/ub-tp.out | tail -3
+		sleep 5
+		[ $rc -ne 0 ] && [ $rc -ne 124 ]
+		return
+	fi
+	pci=$(basename "$(readlink -f /sys/bus/pci/drivers/ub/0000:* 2>/dev/null | head -1)")
+	[ -n "$pci" ] || return 1
+	"$UBTP" recv --dev 0 --from "$them" --key 110 --count 1000000 --sizes 4096 --seed 110 \
+		--timeout-ms 60000 > /tmp/ub-tp.out 2>&1 &
+	rcv=$!
+	sleep 4
+	echo "$pci" > /sys/bus/pci/drivers/ub/unbind || return 1
+	wait "$rcv"
+	rc=$?
+	sed 's/^/# /' /tmp/ub-tp.out | tail -3
+	echo "$pci" > /sys/bus/pci/drivers/ub/bind || return 1
+	[ $rc -ne 0 ] && grep -q ENODEV /tmp/ub-tp.out &&
+		! grep -Eq "corrupt [1-9]|out-of-order [1-9]|duplicates [1-9]" /tmp/ub-tp.out
+}
+# An open /dev/ub_tp holds the module: rmmod refuses while it is open.
+t_rmmod_held() {
+	[ "$guest" = 0 ] || return 0
+	sleep 3 < /dev/ub_tp &
+	holder=$!
+	sleep 1
+	if rmmod ub 2> /tmp/rmmod.err; then
+		wait "$holder"
+		return 1
+	fi
+	sed 's/^/# /' /tmp/rmmod.err
+	wait "$holder"
+}
 # The link layer repaired bit errors on this guest's links.
 t_link_retries() {
 	n=$(retries)
@@ -203,7 +244,7 @@ t_link_retries() {
 	[ "$n" -gt "$retries_before" ]
 }
 
-ktap_set_plan 17
+ktap_set_plan 19
 ktap_test_result "insmod ub.ko" insmod "$MODULE"
 ktap_test_result "links up, address and route configured" t_config
 ktap_test_result "the peer answers" t_peer
@@ -220,6 +261,8 @@ ktap_test_result "the sender closed before the receiver bound: every message sti
 ktap_test_result "in-kernel API: samples/ub/ub_echo.ko echoes 50 messages to vm1, intact" t_kernel_echo
 ktap_test_result "plane 1 of vm1 pulled mid-stream: nothing lost" t_plane_down
 ktap_test_result "every path gone: ERR with ETIMEDOUT, nothing corrupt" t_paths_gone
+ktap_test_result "controller unbound under traffic: reader gets ENODEV, writer gives up" t_unbind_tp
+ktap_test_result "rmmod refused while /dev/ub_tp is open" t_rmmod_held
 ktap_test_result "rmmod ub" rmmod ub
 ktap_test_result "ub is gone" test ! -e /sys/module/ub
 ktap_finished
