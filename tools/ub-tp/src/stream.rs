@@ -116,6 +116,14 @@ pub fn wait_acked(ch: &Channel, count: u64, timeout: Duration) -> Result<Info, S
                 reason: describe(Op::Send, i.error),
             });
         }
+        if i.state == State::Closed {
+            // The peer closed: nothing more will be acknowledged.
+            return Err(StreamError::Failed {
+                acked: i.tx_acked,
+                count,
+                reason: describe(Op::Send, libc::EPIPE),
+            });
+        }
         if Instant::now() >= deadline {
             return Err(StreamError::NotAcked {
                 acked: i.tx_acked,

@@ -17,7 +17,8 @@ mod host_common;
 use host_common::*;
 use ub_proto::crc::crc32_le_portable;
 use ub_proto::host::{
-    Addr, ChannelConfig, DatagramKind, Event, LoadBalance, RtoConfig, SendError, TransmitKind,
+    Addr, ChannelConfig, DatagramKind, Event, LoadBalance, RtoConfig, SendError, Transmit,
+    TransmitKind,
 };
 use ub_proto::net::icrc;
 use ub_proto::net::nth::{IpHdr, IpNth, NetHeader, ICRC_LEN};
@@ -585,4 +586,37 @@ fn only_the_peer_feeds_a_channel_and_only_inside_its_window() {
     }
     check_delivery(&net, 1, tb, &msgs);
     assert_eq!(net.eps[1].state(tb), Some(ChannelState::Rts));
+}
+
+/// The receiver reads everything and closes while its TPACKs are lost:
+/// its DREQ says what it received, so the sender still counts every
+/// message acknowledged before the channel closes (a sender waiting for its
+/// acknowledgements would otherwise wait for ever, or report loss that did
+/// not happen).
+#[test]
+fn a_closing_receiver_acknowledges_what_it_got_in_its_dreq() {
+    let c = cfg(RetransmitMode::Selective, true);
+    let mut net = Net::new(
+        endpoint(0, Some(c), Store::default()),
+        endpoint(1, Some(c), Store::default()),
+    );
+    let (ta, tb) = open(&mut net, c, false, 9);
+    // From now on every response B sends is lost.
+    net.filter = Some(Box::new(|_, from, t: &Transmit| {
+        from == 1 && matches!(t.kind, TransmitKind::Response { .. })
+    }));
+    let msgs = [(1, 100), (2, 5000), (3, 100)];
+    for &(token, len) in &msgs {
+        net.eps[0].send(ta, token, len).unwrap();
+    }
+    assert!(net.run_until(net.now + 5_000_000, |n| n.sinks[1]
+        .messages
+        .get(&tb)
+        .is_some_and(|m| m.len() == 3)));
+    assert_eq!(net.acked(0), 0, "no TPACK reached A");
+    net.eps[1].close(net.now, tb).unwrap();
+    assert!(net.run_until(net.now + 100_000_000, |n| n
+        .has_event(0, |e| *e == Event::Closed { tpn: ta })));
+    assert_eq!(net.acked(0), 3, "the DREQ acknowledged all three");
+    check_delivery(&net, 1, tb, &msgs);
 }

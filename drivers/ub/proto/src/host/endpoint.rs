@@ -757,7 +757,10 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
     pub fn close(&mut self, now: u64, tpn: u32) -> Result<(), SendError> {
         let c = self.chan_mut(tpn).ok_or(SendError::NoChannel)?;
         c.q_len = 0;
-        c.cm.close(now);
+        match &c.eng {
+            Some(e) => c.cm.close_after(now, e.rx.epsn()),
+            None => c.cm.close(now),
+        }
         Ok(())
     }
 
@@ -1130,6 +1133,13 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
             }
             return;
         };
+        if m.kind == CmKind::Dreq && c.cm.state() != CmState::Closed {
+            // What the peer received before it closed is acknowledged,
+            // even if its last TPACKs were lost.
+            if let Some(e) = c.eng.as_mut() {
+                e.tx.handle_peer_closed(now, m.psn);
+            }
+        }
         c.cm.handle_msg(now, m);
         if m.kind == CmKind::Dreq && c.cm.state() == CmState::Closed {
             // Answer now: the channel is freed at the next poll_event.

@@ -327,6 +327,11 @@ pub struct CmSession {
     pending: Option<CmKind>,
     tries: u8,
     deadline: Option<u64>,
+    /// What a DREQ of ours carries in its PSN field: the PSN we expect
+    /// next from the peer (everything before it was received), so that the
+    /// peer can retire what our last acknowledgements did not reach it
+    /// with. `local_psn` until [`CmSession::close_after`] sets it.
+    dreq_psn: Option<Psn>,
 }
 
 impl CmSession {
@@ -354,6 +359,7 @@ impl CmSession {
             pending: Some(CmKind::Req),
             tries: 0,
             deadline: Some(now),
+            dreq_psn: None,
         }
     }
 
@@ -385,6 +391,7 @@ impl CmSession {
             pending: Some(CmKind::Rep),
             tries: 0,
             deadline: Some(now),
+            dreq_psn: None,
         };
         if agreed.is_none() {
             s.state = CmState::Failed;
@@ -430,6 +437,15 @@ impl CmSession {
         if self.channel.can_move_to(to) {
             self.channel = to;
         }
+    }
+
+    /// Starts teardown; the DREQ says that every data packet before
+    /// `received` (our receiver's expected PSN) arrived.
+    pub fn close_after(&mut self, now: u64, received: Psn) {
+        if !matches!(self.state, CmState::Closed | CmState::DreqSent) {
+            self.dreq_psn = Some(received);
+        }
+        self.close(now);
     }
 
     /// Starts teardown.
@@ -572,7 +588,10 @@ impl CmSession {
             txn: self.txn,
             src_tpn: self.local_tpn,
             dst_tpn: self.peer_tpn,
-            psn: self.local_psn,
+            psn: match (kind, self.dreq_psn) {
+                (CmKind::Dreq, Some(p)) => p,
+                _ => self.local_psn,
+            },
             params: self.params,
         };
         m.write(out).map(Some)

@@ -683,6 +683,18 @@ impl<S: core::ops::DerefMut<Target = [TxSlot]>> RtpSender<S> {
         true
     }
 
+    /// The peer closed the channel having received every packet before
+    /// `received` (the PSN its DREQ carries): retires them as a cumulative
+    /// acknowledgement would, so the messages its last TPACKs did not
+    /// reach us for still count as acknowledged. A PSN outside the window
+    /// is ignored. Returns whether anything was retired.
+    pub fn handle_peer_closed(&mut self, now: u64, received: Psn) -> bool {
+        if self.is_error() {
+            return false;
+        }
+        self.ack_through(now, received.sub(1))
+    }
+
     /// Processes a response (TPACK, TPNAK, TPSACK, with or without CETPH):
     /// `buf` starts at the RTPH.
     pub fn handle_response(&mut self, now: u64, buf: &[u8]) -> Result<(), Error> {
