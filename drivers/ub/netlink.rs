@@ -1389,6 +1389,16 @@ unsafe extern "C" fn ub_nl_route_get_dumpit(
     dump_result(&d, r)
 }
 
+/// The dump's step at `tpn` over `chans` (one device's channels in TPN
+/// order): the channel `tpn`, or where the next one is.
+fn tp_at(chans: &[TpSnapshot], tpn: u32) -> Step<TpSnapshot> {
+    match chans.iter().find(|c| c.id.tpn >= tpn) {
+        Some(c) if c.id.tpn == tpn => Step::Put(*c),
+        Some(c) => Step::Next(c.id.tpn),
+        None => Step::End,
+    }
+}
+
 /// `tp-get` dump: the TP Channels of every device, or of `dev-index`, in
 /// TPN order; a call resumes at the TPN the previous one could not fit.
 ///
@@ -1423,12 +1433,8 @@ unsafe extern "C" fn ub_nl_tp_get_dumpit(
                     }
                 };
             }
-            let Some((_, chans)) = &copy else {
-                return Step::End;
-            };
-            match chans.iter().find(|c| c.id.tpn >= tpn) {
-                Some(c) if c.id.tpn == tpn => Step::Put(*c),
-                Some(c) => Step::Next(c.id.tpn),
+            match &copy {
+                Some((_, chans)) => tp_at(chans, tpn),
                 None => Step::End,
             }
         };
@@ -1765,14 +1771,47 @@ mod tests {
         assert_eq!(dump_in_calls(2, Some(9)).as_deref(), Some(&[][..]));
     }
 
-    /// A dump of sparse items (TPNs 2, 5, 9 of device 0, 1 of device 3),
-    /// whose `get` says where the next item is, in calls whose skb holds
-    /// `room` entries: each entry once, in order, resumed at the TPN that
-    /// did not fit.
+    fn tp(dev_index: u32, tpn: u32) -> TpSnapshot {
+        TpSnapshot {
+            dev_index,
+            id: TpEvent {
+                tpn,
+                peer: Addr::Ipv4([10, 0, 2, 100]),
+                key: 7,
+                state: ChannelState::Rts,
+                closed: false,
+                error: 0,
+            },
+            peer_tpn: 1,
+            params: None,
+            claimed: true,
+            rx_queued: 0,
+            counters: None,
+            tx_messages: 0,
+            tx_acked: 0,
+            rx_messages: 0,
+        }
+    }
+
+    /// The `tp-get` dump over sparse TPNs (2, 5, 9 of device 0, 1 of
+    /// device 3), in calls whose skb holds `room` entries, each call taking
+    /// a fresh copy of a device's channels from the cursor's TPN on as the
+    /// dumpit does: each channel once, in order, resumed at the TPN that
+    /// did not fit, unused TPNs jumped over.
     #[test]
-    fn sparse_dumps_resume_at_the_item_that_did_not_fit() {
+    fn tp_dumps_resume_at_the_tpn_that_did_not_fit() {
         let items = [(0u32, 2u32), (0, 5), (0, 9), (3, 1)];
         let dev_next = |from: u32| items.iter().map(|i| i.0).find(|d| *d >= from);
+        // registry::tp_list over `items`.
+        let list = |dev: u32, from: u32| -> KVec<TpSnapshot> {
+            let mut v = KVec::new();
+            for &(d, t) in items.iter() {
+                if d == dev && t >= from && v.push(tp(d, t), GFP_KERNEL).is_err() {
+                    break;
+                }
+            }
+            v
+        };
         for room in 1..=5 {
             let mut seen = KVec::new();
             let mut cursor = [0u32; 2];
@@ -1780,20 +1819,24 @@ mod tests {
             let mut done = false;
             for _call in 0..20 {
                 let mut left = room;
+                let mut copy: Option<(u32, KVec<TpSnapshot>)> = None;
                 let get = |dev: u32, tpn: u32| {
                     gets += 1;
-                    match items.iter().find(|i| i.0 == dev && i.1 >= tpn) {
-                        Some(i) if i.1 == tpn => Step::Put(*i),
-                        Some(i) => Step::Next(i.1),
+                    if copy.as_ref().is_none_or(|(d, _)| *d != dev) {
+                        copy = Some((dev, list(dev, tpn)));
+                    }
+                    match &copy {
+                        Some((_, chans)) => tp_at(chans, tpn),
                         None => Step::End,
                     }
                 };
-                let r = walk(&mut cursor, None, dev_next, get, |e| {
+                let r = walk(&mut cursor, None, dev_next, get, |e: &TpSnapshot| {
                     if left == 0 {
                         return Err(EMSGSIZE);
                     }
                     left -= 1;
-                    seen.push(*e, GFP_KERNEL).map_err(|_| ENOMEM)
+                    seen.push((e.dev_index, e.id.tpn), GFP_KERNEL)
+                        .map_err(|_| ENOMEM)
                 });
                 if r.is_ok() {
                     done = true;
@@ -1802,7 +1845,7 @@ mod tests {
             }
             assert!(done);
             assert_eq!(&seen[..], &items[..]);
-            // Jumps, not one call per TPN in between.
+            // Jumps, not one step per TPN in between.
             assert!(gets < 40);
         }
     }
