@@ -1170,8 +1170,8 @@ enum Step<T> {
     Put(T),
     /// Nothing here (e.g. gone since it was counted): go on.
     Skip,
-    /// Nothing here nor up to this item, the next one there is: go on
-    /// from it (sparse items such as TPNs).
+    /// Nothing from here up to this item, the next one there is: go on
+    /// from it (items with gaps, such as TPNs).
     Next(u32),
     /// Past the device's last item.
     End,
