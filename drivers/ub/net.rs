@@ -56,7 +56,8 @@ use crate::port::{now_ns, Port, MAX_PACKET};
 use crate::proto::net::npi::{Npi, NpiMode};
 use crate::proto::net::route::RouteEntry;
 use crate::snapshot::{
-    DevSnapshot, EchoReply, EchoRequest, Field, Refusal, ReplyTo, RouteSnapshot,
+    DevSnapshot, EchoReply, EchoRequest, Field, Refusal, ReplyTo, RouteSnapshot, TpEvent,
+    TpSnapshot,
 };
 use crate::transport::cm::CmTiming;
 
@@ -74,6 +75,9 @@ const MAX_CHANNELS: u32 = 64;
 const MAX_UNCLAIMED: usize = 16;
 /// Channels one received burst may fail (over their unread limit).
 const FAIL_BATCH: usize = 8;
+/// Channel notifications queued between two rounds of [`Net::run`]; more
+/// are dropped (a monitor may miss events, as with rtnetlink).
+const TP_EVENTS: usize = 16;
 
 /// The channel configuration the driver uses unless the binder says
 /// otherwise: the endpoint's default RTP channel with an RTO that suits a
@@ -322,6 +326,11 @@ struct NetState {
     echo_dropped: u64,
     tx_buf: KBox<[u8; MAX_PACKET]>,
     timer: Option<ArcHrTimerHandle<Net>>,
+    /// Channel state changes, errors and closes to announce on the
+    /// "monitor" group: queued under this lock by `handle_events`, sent by
+    /// [`Net::run`] after releasing it (as ports send theirs outside their
+    /// lock).
+    tp_events: [Option<TpEvent>; TP_EVENTS],
 }
 
 /// The network layer of one controller (see the module documentation).
@@ -432,6 +441,7 @@ impl Net {
             echo_dropped: 0,
             tx_buf: KBox::new([0; MAX_PACKET], GFP_KERNEL)?,
             timer: None,
+            tp_events: [None; TP_EVENTS],
         };
         Arc::pin_init(
             pin_init!(Self {
@@ -514,6 +524,7 @@ impl Net {
         let now = now_ns();
         let mut notify: [Option<(ReplyTo, EchoReply)>; ECHO_BATCH] = [None; ECHO_BATCH];
         let mut incoming = false;
+        let tp_events;
         {
             let mut guard = self.state.lock();
             let st = &mut *guard;
@@ -563,9 +574,13 @@ impl Net {
             if !self.stopping.load(Relaxed) {
                 st.arm_timer(self, now);
             }
+            tp_events = core::mem::replace(&mut st.tp_events, [None; TP_EVENTS]);
         }
         for (to, reply) in notify.iter().flatten() {
             crate::netlink::echo_reply(to, reply);
+        }
+        for e in tp_events.iter().flatten() {
+            crate::netlink::notify_tp(self.index, e);
         }
     }
 
@@ -1031,6 +1046,62 @@ impl Net {
         }
         (st.ep.peer_tpn(ch.tpn), st.ep.counters(ch.tpn))
     }
+
+    /// Copies of the channels whose TPN is in `tpns`, in TPN order, for
+    /// netlink (`tp-get`): what the endpoint knows of each (peer TPN,
+    /// parameters, counters) and what the channel holds (state, error,
+    /// queues), under the endpoint's lock and then each channel's, the lock
+    /// order. `ENOMEM` if the copy cannot be allocated.
+    pub(crate) fn tp_snapshots(
+        &self,
+        tpns: impl core::ops::RangeBounds<u32>,
+    ) -> Result<KVec<TpSnapshot>> {
+        let mut v;
+        {
+            let st = self.state.lock();
+            let n = st.chans.iter().filter(|c| tpns.contains(&c.tpn)).count();
+            v = KVec::with_capacity(n, GFP_KERNEL)?;
+            for c in st.chans.iter().filter(|c| tpns.contains(&c.tpn)) {
+                let g = c.inner.lock();
+                let snap = TpSnapshot {
+                    dev_index: self.index,
+                    id: tp_event_of(c.tpn, &g),
+                    peer_tpn: st.ep.peer_tpn(c.tpn).unwrap_or(0),
+                    params: st.ep.params(c.tpn),
+                    claimed: g.claimed,
+                    rx_queued: u32::try_from(g.rx.len()).unwrap_or(u32::MAX),
+                    counters: st.ep.counters(c.tpn),
+                    tx_messages: g.tx_messages,
+                    tx_acked: g.tx_acked,
+                    rx_messages: g.rx_messages,
+                };
+                drop(g);
+                v.push_within_capacity(snap).map_err(|_| ENOMEM)?;
+            }
+        }
+        v.sort_unstable_by_key(|s| s.id.tpn);
+        Ok(v)
+    }
+}
+
+/// A channel's identity and state, read under its lock.
+fn tp_event_of(tpn: u32, g: &crate::channel::TpInner) -> TpEvent {
+    TpEvent {
+        tpn,
+        peer: g.remote,
+        key: g.key,
+        state: g.state,
+        closed: g.closed,
+        error: g.error.map_or(0, |e| e.to_errno().unsigned_abs()),
+    }
+}
+
+/// Queues the notification of `c`'s state (after the endpoint's event was
+/// applied to it); dropped when the queue is full.
+fn queue_tp_event(q: &mut [Option<TpEvent>; TP_EVENTS], c: &TpChannel) {
+    if let Some(slot) = q.iter_mut().find(|s| s.is_none()) {
+        *slot = Some(tp_event_of(c.tpn, &c.inner.lock()));
+    }
 }
 
 impl NetState {
@@ -1150,17 +1221,20 @@ impl NetState {
                 Event::StateChanged { tpn, state } => {
                     if let Some(c) = find_chan(&self.chans, tpn) {
                         c.set_state(state);
+                        queue_tp_event(&mut self.tp_events, c);
                     }
                 }
                 Event::ChannelError { tpn, cause } => {
                     if let Some(c) = find_chan(&self.chans, tpn) {
                         c.fail(cause_errno(cause));
+                        queue_tp_event(&mut self.tp_events, c);
                     }
                 }
                 Event::Closed { tpn } => {
                     if let Some(i) = self.chans.iter().position(|c| c.tpn == tpn) {
                         if let Ok(c) = self.chans.remove(i) {
                             c.set_closed();
+                            queue_tp_event(&mut self.tp_events, &c);
                             let unread = {
                                 let g = c.inner.lock();
                                 !g.claimed && g.error.is_none() && g.rx.len() > 0

@@ -13,8 +13,8 @@
 //! attribute. `ub_nl_shim.c` holds the C helpers (static inlines and
 //! macros of the netlink headers) called here.
 //!
-//! Outgoing: [`notify_port`] (multicast to "monitor") and [`echo_reply`]
-//! (unicast), called by the driver core.
+//! Outgoing: [`notify_port`] and [`notify_tp`] (multicast to "monitor")
+//! and [`echo_reply`] (unicast), called by the driver core.
 
 use crate::host::Addr;
 use crate::link::engine::{DllState, RetryReqState};
@@ -22,8 +22,10 @@ use crate::net::npi::{Npi, NpiMode};
 use crate::registry;
 use crate::snapshot::{
     DevSnapshot, EchoReply, EchoRequest, Field, PortEvent, PortSettings, PortSnapshot, Refusal,
-    ReplyTo, RouteSnapshot,
+    ReplyTo, RouteSnapshot, TpEvent, TpSnapshot,
 };
+use crate::transport::cm::ChannelState;
+use crate::transport::RetransmitMode;
 use core::ffi::{c_char, c_int, c_void};
 use core::marker::PhantomData;
 use core::ptr::NonNull;
@@ -130,6 +132,7 @@ mod maxattr {
     pub(super) const ROUTE_DEL_DO: u32 = uapi::UB_A_ROUTE_PREFIX_LEN;
     pub(super) const NPI_SET_DO: u32 = uapi::UB_A_DEV_NPI;
     pub(super) const ECHO_DO: u32 = uapi::UB_A_ECHO_SIZE;
+    pub(super) const TP_GET_DO: u32 = uapi::UB_A_TP_TPN;
 }
 
 /// The attribute set of an operation's requests.
@@ -139,6 +142,7 @@ enum AttrSet {
     Port,
     Route,
     Echo,
+    Tp,
 }
 
 /// The attribute of `set` that carries `field`, if the set has one.
@@ -163,6 +167,8 @@ fn field_attr(set: AttrSet, field: Field) -> Option<u32> {
         (AttrSet::Echo, F::DevIndex) => uapi::UB_A_ECHO_DEV_INDEX,
         (AttrSet::Echo, F::Dst) => uapi::UB_A_ECHO_DST,
         (AttrSet::Echo, F::Size) => uapi::UB_A_ECHO_SIZE,
+        (AttrSet::Tp, F::DevIndex) => uapi::UB_A_TP_DEV_INDEX,
+        (AttrSet::Tp, F::Tpn) => uapi::UB_A_TP_TPN,
         _ => return None,
     })
 }
@@ -742,6 +748,84 @@ fn fill_echo_reply(w: &mut Writer, r: &EchoReply) -> Result {
     w.put_u32(uapi::UB_A_ECHO_PORT, r.port)
 }
 
+const fn tp_state(s: ChannelState, closed: bool) -> u32 {
+    if closed {
+        return uapi::UB_TP_STATE_CLOSED;
+    }
+    match s {
+        ChannelState::Reset => uapi::UB_TP_STATE_RESET,
+        ChannelState::Rtr => uapi::UB_TP_STATE_RTR,
+        ChannelState::Rts => uapi::UB_TP_STATE_RTS,
+        ChannelState::Suspended => uapi::UB_TP_STATE_SUSPENDED,
+        ChannelState::Err => uapi::UB_TP_STATE_ERR,
+    }
+}
+
+const fn tp_mode(m: RetransmitMode) -> u32 {
+    match m {
+        RetransmitMode::GoBackN => uapi::UB_TP_MODE_GO_BACK_N,
+        RetransmitMode::Selective => uapi::UB_TP_MODE_SELECTIVE,
+    }
+}
+
+/// What a `tp-change-ntf` carries, and the head of a `tp-get` reply.
+fn fill_tp_event(w: &mut Writer, dev_index: u32, e: &TpEvent) -> Result {
+    w.put_u32(uapi::UB_A_TP_DEV_INDEX, dev_index)?;
+    w.put_u32(uapi::UB_A_TP_TPN, e.tpn)?;
+    put_addr(w, uapi::UB_A_TP_PEER, &e.peer)?;
+    w.put_u32(uapi::UB_A_TP_KEY, e.key)?;
+    w.put_u32(uapi::UB_A_TP_STATE, tp_state(e.state, e.closed))?;
+    w.put_u32(uapi::UB_A_TP_ERROR, e.error)
+}
+
+fn fill_tp(w: &mut Writer, t: &TpSnapshot) -> Result {
+    fill_tp_event(w, t.dev_index, &t.id)?;
+    w.put_u32(uapi::UB_A_TP_PEER_TPN, t.peer_tpn)?;
+    if let Some(p) = &t.params {
+        w.put_u32(uapi::UB_A_TP_MODE, tp_mode(p.mode))?;
+        w.put_bool(uapi::UB_A_TP_FAST_RETRANSMIT, p.fast_retransmit)?;
+        w.put_u32(uapi::UB_A_TP_MTU, p.mtu)?;
+    }
+    w.put_bool(uapi::UB_A_TP_CLAIMED, t.claimed)?;
+    w.put_u32(uapi::UB_A_TP_RX_QUEUED, t.rx_queued)?;
+    w.nest(uapi::UB_A_TP_STATS, |w| {
+        const PAD: u32 = uapi::UB_A_TP_STATS_PAD;
+        if let Some(k) = &t.counters {
+            for (ty, v) in [
+                (uapi::UB_A_TP_STATS_TX_PACKETS, k.tx_packets),
+                (uapi::UB_A_TP_STATS_TX_BYTES, k.tx_bytes),
+                (uapi::UB_A_TP_STATS_RX_PACKETS, k.rx_packets),
+                (uapi::UB_A_TP_STATS_RX_BYTES, k.rx_bytes),
+                (uapi::UB_A_TP_STATS_MESSAGES_ACKED, k.messages_acked),
+                (uapi::UB_A_TP_STATS_MESSAGES_DELIVERED, k.messages_delivered),
+                (uapi::UB_A_TP_STATS_RTX_FAST, k.rtx_fast),
+                (uapi::UB_A_TP_STATS_RTX_RTO, k.rtx_rto),
+                (uapi::UB_A_TP_STATS_RTX_MARK_PSN, k.rtx_mark_psn),
+                (uapi::UB_A_TP_STATS_RTX_GO_BACK_N, k.rtx_go_back_n),
+                (uapi::UB_A_TP_STATS_TPACK_SENT, k.tpack_sent),
+                (uapi::UB_A_TP_STATS_TPNAK_SENT, k.tpnak_sent),
+                (uapi::UB_A_TP_STATS_TPSACK_SENT, k.tpsack_sent),
+                (uapi::UB_A_TP_STATS_TPACK_RCVD, k.tpack_rcvd),
+                (uapi::UB_A_TP_STATS_TPNAK_RCVD, k.tpnak_rcvd),
+                (uapi::UB_A_TP_STATS_TPSACK_RCVD, k.tpsack_rcvd),
+                (uapi::UB_A_TP_STATS_RTO_EXPIRIES, k.rto_expiries),
+                (uapi::UB_A_TP_STATS_SRTT_NS, k.srtt_ns),
+                (uapi::UB_A_TP_STATS_RX_DUPLICATES, k.rx_duplicates),
+                (uapi::UB_A_TP_STATS_RX_INVALID_PSN, k.rx_invalid_psn),
+            ] {
+                w.put_u64(ty, v, PAD)?;
+            }
+            w.put_u32(uapi::UB_A_TP_STATS_CW, k.cw)?;
+            w.put_u32(uapi::UB_A_TP_STATS_INFLIGHT, k.inflight)?;
+            w.put_u32(uapi::UB_A_TP_STATS_OUTSTANDING, k.outstanding)?;
+            w.put_u32(uapi::UB_A_TP_STATS_MAX_OUTSTANDING, k.max_outstanding)?;
+        }
+        w.put_u64(uapi::UB_A_TP_STATS_TX_MESSAGES, t.tx_messages, PAD)?;
+        w.put_u64(uapi::UB_A_TP_STATS_TX_ACKED, t.tx_acked, PAD)?;
+        w.put_u64(uapi::UB_A_TP_STATS_RX_MESSAGES, t.rx_messages, PAD)
+    })
+}
+
 // ---- Handlers ----
 
 /// The errno C expects from a handler.
@@ -1058,6 +1142,27 @@ unsafe extern "C" fn ub_nl_echo_doit(
     })())
 }
 
+/// `tp-get` do: one TP Channel.
+///
+/// # Safety
+///
+/// Called by genetlink only, with its valid `skb` and `info`.
+#[no_mangle]
+unsafe extern "C" fn ub_nl_tp_get_doit(
+    _skb: *mut bindings::sk_buff,
+    info: *mut bindings::genl_info,
+) -> c_int {
+    // SAFETY: Called by genetlink for the tp-get doit.
+    let req = unsafe { do_request(info, maxattr::TP_GET_DO, AttrSet::Tp) };
+    errno_of((|| {
+        let dev = req.require_u32(uapi::UB_A_TP_DEV_INDEX)?;
+        let tpn = req.require_u32(uapi::UB_A_TP_TPN)?;
+        let tp = registry::tp_get(dev, tpn).map_err(|r| req.refuse(&r))?;
+        // SAFETY: `info` is the doit's.
+        unsafe { reply(info, uapi::UB_CMD_TP_GET, |w| fill_tp(w, &tp)) }
+    })())
+}
+
 // ---- Dumps ----
 
 /// What a dump finds at one (device, item) position.
@@ -1066,6 +1171,9 @@ enum Step<T> {
     Put(T),
     /// Nothing here (e.g. gone since it was counted): go on.
     Skip,
+    /// Nothing from here up to this item, the next one there is: go on
+    /// from it (items with gaps, such as TPNs).
+    Next(u32),
     /// Past the device's last item.
     End,
 }
@@ -1097,6 +1205,11 @@ fn walk<T>(
             match get(dev, cursor[1]) {
                 Step::Put(entry) => put(&entry)?,
                 Step::Skip => {}
+                Step::Next(item) if item > cursor[1] => {
+                    cursor[1] = item;
+                    continue;
+                }
+                Step::Next(_) => {}
                 Step::End => break,
             }
             match cursor[1].checked_add(1) {
@@ -1277,6 +1390,64 @@ unsafe extern "C" fn ub_nl_route_get_dumpit(
     dump_result(&d, r)
 }
 
+/// The dump's step at `tpn` over `chans` (one device's channels in TPN
+/// order): the channel `tpn`, or where the next one is.
+fn tp_at(chans: &[TpSnapshot], tpn: u32) -> Step<TpSnapshot> {
+    match chans.iter().find(|c| c.id.tpn >= tpn) {
+        Some(c) if c.id.tpn == tpn => Step::Put(*c),
+        Some(c) => Step::Next(c.id.tpn),
+        None => Step::End,
+    }
+}
+
+/// `tp-get` dump: the TP Channels of every device, or of `dev-index`, in
+/// TPN order; a call resumes at the TPN the previous one could not fit.
+///
+/// # Safety
+///
+/// Called by genetlink only, with its valid `skb` and `cb`.
+#[no_mangle]
+unsafe extern "C" fn ub_nl_tp_get_dumpit(
+    skb: *mut bindings::sk_buff,
+    cb: *mut bindings::netlink_callback,
+) -> c_int {
+    // SAFETY: Called by genetlink for the tp-get dump.
+    let Some(mut d) = (unsafe { Dump::new(skb, cb, AttrSet::Tp) }) else {
+        return EINVAL.to_errno();
+    };
+    let r = d.dev_filter(uapi::UB_A_TP_DEV_INDEX).and_then(|filter| {
+        // One copy of a device's channels from the cursor's TPN on per call,
+        // taken when the walk reaches the device.
+        let mut copy: Option<(u32, KVec<TpSnapshot>)> = None;
+        let mut failed = None;
+        let get = |dev, tpn| {
+            if copy.as_ref().is_none_or(|(d, _)| *d != dev) {
+                copy = match registry::tp_list(dev, tpn) {
+                    Ok(v) => Some((dev, v)),
+                    Err(r) => {
+                        // A device that went away has no channels left;
+                        // anything else fails the dump.
+                        if r.errno.to_errno() != ENODEV.to_errno() {
+                            failed = Some(r);
+                        }
+                        None
+                    }
+                };
+            }
+            match &copy {
+                Some((_, chans)) => tp_at(chans, tpn),
+                None => Step::End,
+            }
+        };
+        let r = d.run(uapi::UB_CMD_TP_GET, filter, get, fill_tp);
+        match failed {
+            Some(f) => Err(d.req.refuse(&f)),
+            None => r,
+        }
+    });
+    dump_result(&d, r)
+}
+
 // ---- Registration and outgoing messages ----
 
 /// Whether the family is registered: [`notify_port`] and [`echo_reply`]
@@ -1334,6 +1505,28 @@ pub(crate) fn notify_port(port: &PortSnapshot, event: PortEvent) {
     }
 }
 
+/// Sends a `tp-change-ntf` for channel `e` of device `dev_index` to the
+/// "monitor" group.
+///
+/// Process context, called with no driver lock held; as [`notify_port`]:
+/// nothing when no one listens, a message that cannot be built or sent is
+/// dropped.
+pub(crate) fn notify_tp(dev_index: u32, e: &TpEvent) {
+    // SAFETY: The helper only reads the family's group state.
+    if !LIVE.load(Acquire) || !unsafe { ub_nl_monitor_has_listeners() } {
+        return;
+    }
+    let Ok(skb) = OwnedSkb::new() else { return };
+    let mut w = skb.writer();
+    // SAFETY: `skb` is ours.
+    let hdr = unsafe { ub_nl_put_event(skb.0.as_ptr(), uapi::UB_CMD_TP_CHANGE_NTF as u8) };
+    if w.message(hdr, |w| fill_tp_event(w, dev_index, e)).is_ok() {
+        // SAFETY: The helper consumes the skb. Its error (no listener left)
+        // needs no action.
+        let _ = unsafe { ub_nl_multicast_monitor(skb.into_raw(), bindings::GFP_KERNEL) };
+    }
+}
+
 /// Sends `reply` as an `echo-reply` to the socket in `to`.
 ///
 /// Process context. Does nothing when the family is not registered; a reply
@@ -1358,7 +1551,7 @@ pub(crate) fn echo_reply(to: &ReplyTo, reply: &EchoReply) {
 mod tests {
     use super::*;
 
-    const ALL_FIELDS: [Field; 14] = [
+    const ALL_FIELDS: [Field; 15] = [
         Field::DevIndex,
         Field::PortIndex,
         Field::AdminUp,
@@ -1373,6 +1566,7 @@ mod tests {
         Field::NpiMode,
         Field::Npi,
         Field::Size,
+        Field::Tpn,
     ];
 
     /// Each field maps into the request attributes of its set's ops (so
@@ -1384,6 +1578,7 @@ mod tests {
             (AttrSet::Port, maxattr::PORT_SET_DO),
             (AttrSet::Route, maxattr::ROUTE_ADD_DO),
             (AttrSet::Echo, maxattr::ECHO_DO),
+            (AttrSet::Tp, maxattr::TP_GET_DO),
         ] {
             let mut seen = 0u64;
             for f in ALL_FIELDS {
@@ -1420,11 +1615,18 @@ mod tests {
             (Refusal::no_device(), AttrSet::Dev),
             (Refusal::no_device(), AttrSet::Route),
             (Refusal::no_device(), AttrSet::Echo),
+            (Refusal::no_device(), AttrSet::Tp),
         ] {
             assert!(r.field.and_then(|f| field_attr(set, f)).is_some());
             assert_eq!(r.errno.to_errno(), ENODEV.to_errno());
             assert!(!r.msg.to_bytes().is_empty());
         }
+        let r = Refusal::no_channel();
+        assert_eq!(
+            r.field.and_then(|f| field_attr(AttrSet::Tp, f)),
+            Some(uapi::UB_A_TP_TPN)
+        );
+        assert_eq!(r.errno.to_errno(), ENOENT.to_errno());
     }
 
     fn parts(ty: u32) -> AddrParts<'static> {
@@ -1568,6 +1770,105 @@ mod tests {
             Some(&[(4, 0), (4, 1)][..])
         );
         assert_eq!(dump_in_calls(2, Some(9)).as_deref(), Some(&[][..]));
+    }
+
+    fn tp(dev_index: u32, tpn: u32) -> TpSnapshot {
+        TpSnapshot {
+            dev_index,
+            id: TpEvent {
+                tpn,
+                peer: Addr::Ipv4([10, 0, 2, 100]),
+                key: 7,
+                state: ChannelState::Rts,
+                closed: false,
+                error: 0,
+            },
+            peer_tpn: 1,
+            params: None,
+            claimed: true,
+            rx_queued: 0,
+            counters: None,
+            tx_messages: 0,
+            tx_acked: 0,
+            rx_messages: 0,
+        }
+    }
+
+    /// The `tp-get` dump over sparse TPNs (2, 5, 9 of device 0, 1 of
+    /// device 3), in calls whose skb holds `room` entries, each call taking
+    /// a fresh copy of a device's channels from the cursor's TPN on as the
+    /// dumpit does: each channel once, in order, resumed at the TPN that
+    /// did not fit, unused TPNs jumped over.
+    #[test]
+    fn tp_dumps_resume_at_the_tpn_that_did_not_fit() {
+        let items = [(0u32, 2u32), (0, 5), (0, 9), (3, 1)];
+        let dev_next = |from: u32| items.iter().map(|i| i.0).find(|d| *d >= from);
+        // registry::tp_list over `items`.
+        let list = |dev: u32, from: u32| -> KVec<TpSnapshot> {
+            let mut v = KVec::new();
+            for &(d, t) in items.iter() {
+                if d == dev && t >= from && v.push(tp(d, t), GFP_KERNEL).is_err() {
+                    break;
+                }
+            }
+            v
+        };
+        for room in 1..=5 {
+            let mut seen = KVec::new();
+            let mut cursor = [0u32; 2];
+            let mut gets = 0u32;
+            let mut done = false;
+            for _call in 0..20 {
+                let mut left = room;
+                let mut copy: Option<(u32, KVec<TpSnapshot>)> = None;
+                let get = |dev: u32, tpn: u32| {
+                    gets += 1;
+                    if copy.as_ref().is_none_or(|(d, _)| *d != dev) {
+                        copy = Some((dev, list(dev, tpn)));
+                    }
+                    match &copy {
+                        Some((_, chans)) => tp_at(chans, tpn),
+                        None => Step::End,
+                    }
+                };
+                let r = walk(&mut cursor, None, dev_next, get, |e: &TpSnapshot| {
+                    if left == 0 {
+                        return Err(EMSGSIZE);
+                    }
+                    left -= 1;
+                    seen.push((e.dev_index, e.id.tpn), GFP_KERNEL)
+                        .map_err(|_| ENOMEM)
+                });
+                if r.is_ok() {
+                    done = true;
+                    break;
+                }
+            }
+            assert!(done);
+            assert_eq!(&seen[..], &items[..]);
+            // Jumps, not one step per TPN in between.
+            assert!(gets < 40);
+        }
+    }
+
+    #[test]
+    fn tp_enums() {
+        let states = [
+            ChannelState::Reset,
+            ChannelState::Rtr,
+            ChannelState::Rts,
+            ChannelState::Suspended,
+            ChannelState::Err,
+        ];
+        for (i, s) in (0u32..).zip(states) {
+            assert_eq!(tp_state(s, false), i);
+            assert_eq!(tp_state(s, true), uapi::UB_TP_STATE_CLOSED);
+        }
+        assert_eq!(tp_mode(RetransmitMode::GoBackN), uapi::UB_TP_MODE_GO_BACK_N);
+        assert_eq!(
+            tp_mode(RetransmitMode::Selective),
+            uapi::UB_TP_MODE_SELECTIVE
+        );
     }
 
     /// The uapi enums follow the protocol core's states one to one.

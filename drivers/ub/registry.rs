@@ -16,6 +16,7 @@ use crate::host::Addr;
 use crate::proto::net::npi::NpiMode;
 use crate::snapshot::{
     DevSnapshot, EchoRequest, Field, PortSettings, PortSnapshot, Refusal, ReplyTo, RouteSnapshot,
+    TpSnapshot,
 };
 use crate::ub_net::Net;
 
@@ -186,6 +187,24 @@ pub(crate) fn route_del(dev: u32, dst: Addr, prefix_len: u8) -> Result<(), Refus
 /// Route `i` of device `dev`.
 pub(crate) fn route_get(dev: u32, i: u32) -> Option<RouteSnapshot> {
     find(dev).ok()?.route(i)
+}
+
+fn no_memory() -> Refusal {
+    Refusal::general(ENOMEM, c"no memory for a copy of the channel table")
+}
+
+/// TP Channel `tpn` of device `dev`.
+pub(crate) fn tp_get(dev: u32, tpn: u32) -> Result<TpSnapshot, Refusal> {
+    let v = find(dev)?
+        .tp_snapshots(tpn..=tpn)
+        .map_err(|_| no_memory())?;
+    v.first().copied().ok_or(Refusal::no_channel())
+}
+
+/// The TP Channels of device `dev` whose TPN is `from` or above, in TPN
+/// order.
+pub(crate) fn tp_list(dev: u32, from: u32) -> Result<KVec<TpSnapshot>, Refusal> {
+    find(dev)?.tp_snapshots(from..).map_err(|_| no_memory())
 }
 
 /// Sets the NPI.

@@ -8,10 +8,11 @@
 //! handler refuses, the core refuses, or user space asked for in a wrong
 //! way, comes back as a [`Refusal`] that names the attribute at fault.
 
-use crate::host::{Addr, NetCounters};
+use crate::host::{Addr, ChannelCounters, NetCounters};
 use crate::link::ctrl::Negotiated;
 use crate::link::engine::{Counters, DllState, RetryReqState};
 use crate::net::npi::NpiMode;
+use crate::transport::cm::{ChannelParams, ChannelState};
 use kernel::prelude::*;
 
 /// Bytes of [`DevSnapshot::name`] (a PCI name such as `0000:00:03.0` is 12).
@@ -235,6 +236,51 @@ pub(crate) struct ReplyTo {
     pub(crate) portid: u32,
 }
 
+/// One TP Channel as the `tp-get` reply shows it, copied by
+/// `Net::tp_snapshots` under the endpoint's lock and the channel's.
+#[derive(Clone, Copy)]
+pub(crate) struct TpSnapshot {
+    /// Index of the channel's device.
+    pub(crate) dev_index: u32,
+    /// What the channel's notifications carry too.
+    pub(crate) id: TpEvent,
+    /// The peer's TPN (0 until the setup told it).
+    pub(crate) peer_tpn: u32,
+    /// The parameters both ends agreed (the proposal until then); `None`
+    /// if the endpoint no longer has the channel.
+    pub(crate) params: Option<ChannelParams>,
+    /// Bound to a file or an in-kernel user.
+    pub(crate) claimed: bool,
+    /// Messages received and not yet read.
+    pub(crate) rx_queued: u32,
+    /// The endpoint's transport counters (`None` as for `params`).
+    pub(crate) counters: Option<ChannelCounters>,
+    /// Messages the user sent.
+    pub(crate) tx_messages: u64,
+    /// Of those, messages acknowledged.
+    pub(crate) tx_acked: u64,
+    /// Whole messages received.
+    pub(crate) rx_messages: u64,
+}
+
+/// A TP Channel's identity and state: a `tp-change-ntf`, and the head of
+/// a [`TpSnapshot`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct TpEvent {
+    /// TPN on this device.
+    pub(crate) tpn: u32,
+    /// The peer's address.
+    pub(crate) peer: Addr,
+    /// The key both ends name the channel by.
+    pub(crate) key: u32,
+    /// The channel's state.
+    pub(crate) state: ChannelState,
+    /// The endpoint freed the channel (reported as the `closed` state).
+    pub(crate) closed: bool,
+    /// The errno the channel failed with (positive), 0 if none.
+    pub(crate) error: u32,
+}
+
 /// Why a `port-change-ntf` was sent (the spec's `port-event`).
 // The driver sends link-up and link-down so far; the other kinds are the
 // spec's, kept for the port events not yet announced.
@@ -290,6 +336,8 @@ pub(crate) enum Field {
     Npi,
     /// `size` of an echo request.
     Size,
+    /// The TPN of a TP Channel.
+    Tpn,
 }
 
 /// Why a request was refused. Nothing has changed when one is returned.
@@ -337,6 +385,15 @@ impl Refusal {
             Field::PortIndex,
             ENODEV,
             c"no port with this index on the device",
+        )
+    }
+
+    /// No TP Channel with that TPN on the device.
+    pub(crate) const fn no_channel() -> Self {
+        Self::of(
+            Field::Tpn,
+            ENOENT,
+            c"the device has no TP Channel with this TPN",
         )
     }
 }

@@ -103,6 +103,17 @@ static const struct nla_policy ub_echo_nl_policy[UB_A_ECHO_SIZE + 1] = {
 	[UB_A_ECHO_SIZE] = NLA_POLICY_MAX(NLA_U32, 4096),
 };
 
+/* UB_CMD_TP_GET - do */
+static const struct nla_policy ub_tp_get_do_nl_policy[UB_A_TP_TPN + 1] = {
+	[UB_A_TP_DEV_INDEX] = { .type = NLA_U32, },
+	[UB_A_TP_TPN] = { .type = NLA_U32, },
+};
+
+/* UB_CMD_TP_GET - dump */
+static const struct nla_policy ub_tp_get_dump_nl_policy[UB_A_TP_DEV_INDEX + 1] = {
+	[UB_A_TP_DEV_INDEX] = { .type = NLA_U32, },
+};
+
 /* Ops table for ub */
 static const struct genl_split_ops ub_nl_ops[] = {
 	{
@@ -186,6 +197,20 @@ static const struct genl_split_ops ub_nl_ops[] = {
 		.policy		= ub_echo_nl_policy,
 		.maxattr	= UB_A_ECHO_SIZE,
 		.flags		= GENL_CMD_CAP_DO,
+	},
+	{
+		.cmd		= UB_CMD_TP_GET,
+		.doit		= ub_nl_tp_get_doit,
+		.policy		= ub_tp_get_do_nl_policy,
+		.maxattr	= UB_A_TP_TPN,
+		.flags		= GENL_CMD_CAP_DO,
+	},
+	{
+		.cmd		= UB_CMD_TP_GET,
+		.dumpit		= ub_nl_tp_get_dumpit,
+		.policy		= ub_tp_get_dump_nl_policy,
+		.maxattr	= UB_A_TP_DEV_INDEX,
+		.flags		= GENL_CMD_CAP_DUMP,
 	},
 };
 

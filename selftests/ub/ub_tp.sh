@@ -58,6 +58,16 @@ t_abi() {
 	sed 's/^/# /' /tmp/ub-tp-abi.out
 	return $rc
 }
+# vm0 does more before some streams than vm1 (ub-tp abi-check, twice as
+# many fabric changes). A channel vm1 opens is accepted by vm0's endpoint
+# at once and holds what it receives until a file binds it, but it goes
+# with the sender's close: a stream vm1 finishes before vm0 binds is lost,
+# and every later case runs out of step. So after those steps the sender
+# lets the receiver go first.
+sender_waits() {
+	[ "$guest" = 1 ] && sleep "$1"
+	return 0
+}
 # The faults: each guest its own links; vm0 the switches.
 t_faults() {
 	retries_before=$(retries)
@@ -68,6 +78,7 @@ t_faults() {
 		fabric switch sw1 --drop 0.01 --reorder 0.01
 	fi
 	sleep 2
+	sender_waits 5
 }
 t_clear() {
 	fabric link "vm$guest.0" --ber 0
@@ -76,6 +87,7 @@ t_clear() {
 		fabric switch sw0 --drop 0 --reorder 0
 		fabric switch sw1 --drop 0 --reorder 0
 	fi
+	sender_waits 2
 }
 # stream KEY ARGS...: one channel named KEY, COUNT messages vm1 -> vm0.
 stream() {
@@ -158,6 +170,79 @@ t_kernel_echo() {
 	done
 	echo "# ub_echo echoed $(echoed) of 50, then the peer closed"
 	rmmod ub_echo && ! dmesg | grep -q "ub_echo: \(reply not sent\|cannot\|out of memory\)"
+}
+# The channels in netlink while a stream runs (ubctl tp show, `tp-get`):
+# the one named KEY is in RTS and counts data packets on this side (vm1
+# sends, vm0 receives); after the stream, `ubctl monitor` saw it close
+# (`tp-change-ntf`, state closed). The watcher polls in the background and
+# leaves its verdict in /tmp/ub-tp-seen. Runs under the faults, right
+# after the four combinations (both guests reach it about together).
+TP_KEY=112
+tp_rts_line() {
+	[ "$guest" = 1 ] && dir=tx || dir=rx
+	# One line per channel (entries start with "dev-index"), then the one
+	# with our key, in RTS, with data packets counted in our direction.
+	"$UBCTL" -j -s tp show 0 2> /dev/null |
+		awk '{ gsub(/\},\{"dev-index"/, "}\n{\"dev-index\""); print }' |
+		grep "\"key\":$TP_KEY," | grep '"state":"rts"' | grep -E "\"$dir-packets\":[1-9]"
+}
+tp_watch() {
+	i=0
+	while [ $i -lt 600 ] && [ ! -e /tmp/ub-tp-done ]; do
+		if line=$(tp_rts_line); then
+			echo "$line" > /tmp/ub-tp-seen
+			return 0
+		fi
+		i=$((i + 1))
+		sleep 0.05
+	done
+}
+t_tp_netlink() {
+	rm -f /tmp/ub-tp-seen /tmp/ub-tp-done /tmp/ub-tp-mon.out
+	"$UBCTL" -j monitor > /tmp/ub-tp-mon.out 2>&1 &
+	mon=$!
+	tp_watch &
+	watch=$!
+	sleep 0.5
+	# The receiver must bind before the stream ends (see sender_waits).
+	sender_waits 2
+	saved="$COUNT $SIZES"
+	COUNT=200
+	SIZES=1-65536
+	stream $TP_KEY --retransmit sr --fast-retransmit
+	rc=$?
+	COUNT=${saved% *}
+	SIZES=${saved#* }
+	touch /tmp/ub-tp-done
+	wait $watch
+	# The files are closed: the channel is torn down and announced.
+	i=0
+	until grep -q "\"object\":\"tp\".*\"key\":$TP_KEY,\"state\":\"closed\"" /tmp/ub-tp-mon.out; do
+		i=$((i + 1))
+		[ $i -le 100 ] || break
+		sleep 0.1
+	done
+	kill $mon 2> /dev/null
+	wait $mon 2> /dev/null
+	sed 's/^/# monitor: /' /tmp/ub-tp-mon.out | grep '"object":"tp"' | head -n 20
+	[ $rc -eq 0 ] || return 1
+	if [ ! -s /tmp/ub-tp-seen ]; then
+		echo "# ubctl tp show never listed channel $TP_KEY in RTS with packets:"
+		"$UBCTL" -s tp show 0 2>&1 | sed 's/^/# /'
+		return 1
+	fi
+	echo "# seen: $(cat /tmp/ub-tp-seen)"
+	grep -q "\"object\":\"tp\".*\"key\":$TP_KEY,\"state\":\"closed\"" /tmp/ub-tp-mon.out
+}
+# A TPN no channel has: ubctl fails, naming the problem (the kernel's
+# extended ACK) and the attribute.
+t_tp_unknown() {
+	if "$UBCTL" tp show 0 99999 > /tmp/ub-tp-err.out 2>&1; then
+		echo "# ubctl tp show 0 99999 succeeded"
+		return 1
+	fi
+	sed 's/^/# /' /tmp/ub-tp-err.out
+	grep -q "no TP Channel with this TPN" /tmp/ub-tp-err.out && grep -q "tp.tpn" /tmp/ub-tp-err.out
 }
 # vm1's plane 1 is pulled while the stream runs (faults off): the channel
 # carries on over plane 0 (the endpoint leaves the down port out of its
@@ -244,7 +329,7 @@ t_link_retries() {
 	[ "$n" -gt "$retries_before" ]
 }
 
-ktap_set_plan 19
+ktap_set_plan 21
 ktap_test_result "insmod ub.ko" insmod "$MODULE"
 ktap_test_result "links up, address and route configured" t_config
 ktap_test_result "the peer answers" t_peer
@@ -255,6 +340,8 @@ ktap_test_result "Go-Back-N, fast retransmit: exactly once, intact" t_gbn_fast
 ktap_test_result "selective: exactly once, intact" t_sr
 ktap_test_result "selective, fast retransmit: exactly once, intact" t_sr_fast
 ktap_test_result "selective, fast retransmit, both ends in poll(): exactly once, intact" t_poll
+ktap_test_result "ubctl tp show: the stream's channel in RTS, packets counted; monitor saw it close" t_tp_netlink
+ktap_test_result "ubctl tp show of an unknown TPN fails, naming it" t_tp_unknown
 ktap_test_result "link retries on this guest's links" t_link_retries
 t_clear
 ktap_test_result "the sender closed before the receiver bound: every message still read" t_late_reader

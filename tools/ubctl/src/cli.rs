@@ -160,9 +160,16 @@ pub enum Object {
         #[command(subcommand)]
         cmd: NpiCmd,
     },
+    /// TP Channels of the controllers (transport layer).
+    Tp {
+        /// What to do.
+        #[command(subcommand)]
+        cmd: TpCmd,
+    },
     /// Send echo requests over UTP and summarise the replies.
     Ping(PingArgs),
-    /// Print port events (link up/down, retrain, errors) as they happen.
+    /// Print port events (link up/down, retrain, errors) and TP Channel
+    /// events (state changes, errors, closes) as they happen.
     Monitor {
         /// Stop after this many events.
         #[arg(short = 'c', long)]
@@ -210,6 +217,26 @@ pub enum PortCmd {
         #[arg(num_args = 1.., required = true, value_name = "SETTING")]
         settings: Vec<String>,
     },
+}
+
+/// `tp` commands.
+#[derive(Debug, Subcommand)]
+pub enum TpCmd {
+    /// Show a TP Channel, the channels of a device, or every channel.
+    Show {
+        /// Device index or PCI name.
+        #[arg(value_parser = parse_dev)]
+        dev: Option<DevArg>,
+        /// TPN of the channel on the device.
+        #[arg(value_parser = parse_tpn)]
+        tpn: Option<u32>,
+    },
+}
+
+/// Parse `TPN` (the kernel says whether the device has it).
+pub fn parse_tpn(s: &str) -> Result<u32, String> {
+    s.parse()
+        .map_err(|_| format!("TPN '{s}' is not a number (0-{})", u32::MAX))
 }
 
 /// `addr` commands.
@@ -466,6 +493,9 @@ mod tests {
                 "ping", "-c", "3", "-s", "100", "-i", "0.2", "-W", "1", "-I", "0", "10.0.0.2",
             ],
             &["monitor", "-c", "1"],
+            &["tp", "show"],
+            &["-j", "-s", "tp", "show", "0"],
+            &["tp", "show", "0000:00:03.0", "3"],
             &["stats", "0"],
             &["npi", "set", "0", "mode", "loose", "npi", "0x10"],
             &["completion", "bash"],
@@ -490,6 +520,9 @@ mod tests {
         refused(&["ping", "-i", "-1", "10.0.0.2"], "");
         refused(&["ping", "cna16:0x0100"], "IPv4 or IPv6");
         refused(&["frobnicate"], "unrecognized subcommand");
+        refused(&["tp", "show", "0", "x"], "TPN 'x' is not a number");
+        refused(&["tp", "show", "0", "4294967296"], "not a number");
+        refused(&["tp", "show", "0", "1", "2"], "unexpected argument");
         refused(&["completion", "tcsh"], "invalid value");
         let e = parse(&["bogus"]).err().map(|e| e.kind());
         assert_eq!(e, Some(ErrorKind::InvalidSubcommand));

@@ -15,7 +15,9 @@ use serde::Serialize;
 use serde_json::Value as Json;
 
 use ubctl::attr::{addr_text, decode_set, Obj, Val};
-use ubctl::cli::{self, AddrCmd, Cli, DevArg, DevCmd, NpiCmd, Object, PingArgs, PortCmd, RouteCmd};
+use ubctl::cli::{
+    self, AddrCmd, Cli, DevArg, DevCmd, NpiCmd, Object, PingArgs, PortCmd, RouteCmd, TpCmd,
+};
 use ubctl::nl::{Conn, Error as NlError, Incoming, INTERRUPTED};
 use ubctl::ping::{Pinger, Reply};
 use ubctl::reply::{self, decode_all, filter_stats};
@@ -117,6 +119,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 for p in &ports {
                     println!("{}", reply::port_text(p));
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Object::Tp {
+            cmd: TpCmd::Show { dev, tpn },
+        } => {
+            let req = match &dev {
+                None => request::tp_get(None, None),
+                Some(d) => request::tp_get(Some(dev_index(&mut c, d)?), tpn),
+            };
+            let chans = decode_all(&spec::TP, &c.transact(&req)?)?;
+            let chans: Vec<Obj> = chans.iter().map(|t| filter_stats(t, out.stats)).collect();
+            if out.json {
+                out.json(&chans)?;
+            } else {
+                for t in &chans {
+                    println!("{}", reply::tp_text(t));
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -317,20 +337,32 @@ fn monitor(c: &mut Conn, count: Option<u64>, out: &Out) -> Result<ExitCode> {
         }
         for m in msgs {
             match m {
-                Incoming::Genl { cmd: c_, attrs, .. } if c_ == cmd::PORT_CHANGE_NTF => {
-                    let ev = decode_set(&spec::PORT, &attrs)?;
-                    let ev = filter_stats(&ev, out.stats);
+                Incoming::Genl { cmd: c_, attrs, .. }
+                    if c_ == cmd::PORT_CHANGE_NTF || c_ == cmd::TP_CHANGE_NTF =>
+                {
+                    let (ev, text) = if c_ == cmd::PORT_CHANGE_NTF {
+                        let ev = filter_stats(&decode_set(&spec::PORT, &attrs)?, out.stats);
+                        let text = reply::event_text(&ev);
+                        (ev, text)
+                    } else {
+                        let ev = decode_set(&spec::TP, &attrs)?;
+                        let text = reply::tp_event_text(&ev);
+                        (ev, text)
+                    };
+                    let mut o = std::io::stdout().lock();
                     if out.json {
                         // One object per line, even with -p, so a reader can
-                        // split events by line.
-                        let mut o = std::io::stdout().lock();
-                        writeln!(o, "{}", serde_json::to_string(&ev)?)?;
-                        o.flush()?;
+                        // split events by line; the object says its kind.
+                        let kind = if c_ == cmd::PORT_CHANGE_NTF {
+                            "port"
+                        } else {
+                            "tp"
+                        };
+                        writeln!(o, "{}", reply::event_json(kind, &ev)?)?;
                     } else {
-                        let mut o = std::io::stdout().lock();
-                        writeln!(o, "{}", reply::event_text(&ev))?;
-                        o.flush()?;
+                        writeln!(o, "{text}")?;
                     }
+                    o.flush()?;
                     seen = seen.saturating_add(1);
                 }
                 Incoming::Overrun => {

@@ -354,7 +354,8 @@ pub enum Error {
     Interrupted,
 }
 
-fn strerror(errno: i32) -> String {
+/// The C library's text for `errno`, without Rust's ` (os error N)`.
+pub fn strerror(errno: i32) -> String {
     let s = std::io::Error::from_raw_os_error(errno).to_string();
     // "Invalid argument (os error 22)" -> "Invalid argument"
     match s.rsplit_once(" (os error") {

@@ -15,7 +15,7 @@
 use crate::addr::Address;
 use crate::attr::{Attr, Obj, Value};
 use crate::nl::{Error, KernelError, Request, GENL_HDRLEN, NLMSG_HDRLEN};
-use crate::spec::{addr, addr_type, cmd, dev, echo, port, route};
+use crate::spec::{addr, addr_type, cmd, dev, echo, port, route, tp};
 
 /// What the refusal of a case must carry.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,6 +64,9 @@ pub struct Target {
 
 /// A device index no device has.
 pub const NO_DEV: u32 = 0xffff_fff0;
+/// A TPN no channel has (a device's TPNs count from 1 up to its table
+/// size).
+pub const NO_TPN: u32 = 0xffff_fff0;
 
 fn req(c: u8, attrs: Vec<Attr>) -> Request {
     Request {
@@ -195,6 +198,16 @@ pub fn privileged_cases(t: &Target) -> Vec<Case> {
             missing("route.prefix-len"),
         ),
         case(
+            "tp-get without tp.dev-index",
+            req(cmd::TP_GET, vec![Attr::u32(tp::TPN, 1)]),
+            missing("tp.dev-index"),
+        ),
+        case(
+            "tp-get without tp.tpn",
+            req(cmd::TP_GET, vec![Attr::u32(tp::DEV_INDEX, d)]),
+            missing("tp.tpn"),
+        ),
+        case(
             "echo without echo.dst",
             req(
                 cmd::ECHO,
@@ -250,6 +263,14 @@ pub fn privileged_cases(t: &Target) -> Vec<Case> {
                 ],
             ),
             bad("port.dev-index"),
+        ),
+        case(
+            "tp-get u64 tp.tpn",
+            req(
+                cmd::TP_GET,
+                vec![Attr::u32(tp::DEV_INDEX, d), Attr::u64(tp::TPN, 1)],
+            ),
+            bad("tp.tpn"),
         ),
         case(
             "dev-get u8 dev.index",
@@ -538,6 +559,22 @@ pub fn privileged_cases(t: &Target) -> Vec<Case> {
                 ],
             ),
             bad("dev.index"),
+        ),
+        case(
+            "tp-get unknown device",
+            req(
+                cmd::TP_GET,
+                vec![Attr::u32(tp::DEV_INDEX, NO_DEV), Attr::u32(tp::TPN, 1)],
+            ),
+            bad("tp.dev-index"),
+        ),
+        case(
+            "tp-get unknown TPN",
+            req(
+                cmd::TP_GET,
+                vec![Attr::u32(tp::DEV_INDEX, d), Attr::u32(tp::TPN, NO_TPN)],
+            ),
+            bad("tp.tpn"),
         ),
         case(
             "echo unknown device",

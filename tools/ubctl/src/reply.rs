@@ -14,7 +14,7 @@ pub fn decode_all(set: &'static Set, replies: &[Vec<RawAttr>]) -> Result<Vec<Obj
 }
 
 /// Nests holding counters: shown only with `-s`.
-pub const STATS_KEYS: &[&str] = &["net-stats", "link-stats", "dev-stats"];
+pub const STATS_KEYS: &[&str] = &["net-stats", "link-stats", "dev-stats", "stats"];
 
 /// Drop the counters unless `stats`.
 pub fn filter_stats(o: &Obj, stats: bool) -> Obj {
@@ -174,4 +174,68 @@ pub fn event_text(o: &Obj) -> String {
     )
     .trim_end()
     .to_string()
+}
+
+/// `error 110 (Connection timed out)` for a TP Channel's errno, nothing for
+/// 0 or no error.
+fn tp_error(o: &Obj) -> String {
+    match o.uint("error").and_then(|e| i32::try_from(e).ok()) {
+        None | Some(0) => String::new(),
+        Some(e) => format!(" error {e} ({})", crate::nl::strerror(e)),
+    }
+}
+
+/// `0/3 rts peer 10.0.2.100 key 101`: a TP Channel's identity and state.
+fn tp_head(o: &Obj) -> String {
+    let peer = match o.get("peer") {
+        Some(Val::Obj(a)) => addr_text(a),
+        _ => "?".to_string(),
+    };
+    format!(
+        "{}/{} {} peer {peer} key {}{}",
+        o.uint("dev-index")
+            .map_or_else(|| "?".to_string(), |i| i.to_string()),
+        o.uint("tpn")
+            .map_or_else(|| "?".to_string(), |i| i.to_string()),
+        o.get("state")
+            .map_or_else(|| "?".to_string(), |v| v.to_string()),
+        o.uint("key")
+            .map_or_else(|| "?".to_string(), |i| i.to_string()),
+        tp_error(o)
+    )
+}
+
+/// `tp show`: `0/3: rts peer 10.0.2.100 key 101 peer-tpn 5 mode selective
+/// fast-retransmit 1 mtu 4096 claimed 1 rx-queued 0`, an error if it
+/// failed, and with `-s` the counters.
+pub fn tp_text(o: &Obj) -> String {
+    let head = tp_head(o);
+    let (id, rest_of_head) = head.split_once(' ').unwrap_or((head.as_str(), ""));
+    let mut s = format!("{id}: {rest_of_head}");
+    let rest = kv(o, &["dev-index", "tpn", "peer", "key", "state", "error"]);
+    if !rest.is_empty() {
+        s.push(' ');
+        s.push_str(&rest);
+    }
+    counters("stats", o.get("stats"), &mut s);
+    s
+}
+
+/// One `monitor` line for a TP Channel: `tp 0/3 closed peer 10.0.2.100 key
+/// 101`, or `... err peer ... error 110 (Connection timed out)`.
+pub fn tp_event_text(o: &Obj) -> String {
+    format!("tp {}", tp_head(o))
+}
+
+/// One `monitor` JSON line: `{"object":"port"|"tp", ...the attributes}`.
+pub fn event_json(object: &str, o: &Obj) -> Result<String, serde_json::Error> {
+    let mut m = serde_json::Map::new();
+    m.insert(
+        "object".to_string(),
+        serde_json::Value::String(object.to_string()),
+    );
+    if let serde_json::Value::Object(attrs) = serde_json::to_value(o)? {
+        m.extend(attrs);
+    }
+    serde_json::to_string(&serde_json::Value::Object(m))
 }

@@ -4,7 +4,7 @@
 use crate::addr::{Address, Prefix};
 use crate::attr::Attr;
 use crate::nl::Request;
-use crate::spec::{cmd, dev, echo, port, route};
+use crate::spec::{cmd, dev, echo, port, route, tp};
 
 /// `dev-get`: one device, or all of them.
 pub fn dev_get(index: Option<u32>) -> Request {
@@ -171,5 +171,27 @@ pub fn npi_set(dev_index: u32, mode: Option<u32>, npi: Option<u32>) -> Request {
         cmd: cmd::NPI_SET,
         dump: false,
         attrs,
+    }
+}
+
+/// `tp-get`: one TP Channel (device and TPN), the channels of a device, or
+/// every channel.
+pub fn tp_get(dev_index: Option<u32>, tpn: Option<u32>) -> Request {
+    match (dev_index, tpn) {
+        (Some(d), Some(t)) => Request {
+            cmd: cmd::TP_GET,
+            dump: false,
+            attrs: vec![Attr::u32(tp::DEV_INDEX, d), Attr::u32(tp::TPN, t)],
+        },
+        (Some(d), None) => Request {
+            cmd: cmd::TP_GET,
+            dump: true,
+            attrs: vec![Attr::u32(tp::DEV_INDEX, d)],
+        },
+        (None, _) => Request {
+            cmd: cmd::TP_GET,
+            dump: true,
+            attrs: vec![],
+        },
     }
 }

@@ -14,7 +14,7 @@
 pub const FAMILY_NAME: &str = "ub";
 /// Version sent in the generic netlink header (YNL's default).
 pub const FAMILY_VERSION: u8 = 1;
-/// Name of the multicast group carrying port notifications.
+/// Name of the multicast group carrying port and TP Channel notifications.
 pub const MCGRP_MONITOR: &str = "monitor";
 
 /// Wire type of an attribute, as the spec's `type:` names it.
@@ -262,6 +262,59 @@ attr_set!(
     }
 );
 
+attr_set!(
+    /// Set `tp-stats`: the counters of one TP Channel.
+    TP_STATS, tp_stats, "tp-stats" {
+        TX_PACKETS = 1, "tx-packets", Ty::U64;
+        TX_BYTES = 2, "tx-bytes", Ty::U64;
+        RX_PACKETS = 3, "rx-packets", Ty::U64;
+        RX_BYTES = 4, "rx-bytes", Ty::U64;
+        MESSAGES_ACKED = 5, "messages-acked", Ty::U64;
+        MESSAGES_DELIVERED = 6, "messages-delivered", Ty::U64;
+        RTX_FAST = 7, "rtx-fast", Ty::U64;
+        RTX_RTO = 8, "rtx-rto", Ty::U64;
+        RTX_MARK_PSN = 9, "rtx-mark-psn", Ty::U64;
+        RTX_GO_BACK_N = 10, "rtx-go-back-n", Ty::U64;
+        TPACK_SENT = 11, "tpack-sent", Ty::U64;
+        TPNAK_SENT = 12, "tpnak-sent", Ty::U64;
+        TPSACK_SENT = 13, "tpsack-sent", Ty::U64;
+        TPACK_RCVD = 14, "tpack-rcvd", Ty::U64;
+        TPNAK_RCVD = 15, "tpnak-rcvd", Ty::U64;
+        TPSACK_RCVD = 16, "tpsack-rcvd", Ty::U64;
+        RTO_EXPIRIES = 17, "rto-expiries", Ty::U64;
+        CW = 18, "cw", Ty::U32;
+        INFLIGHT = 19, "inflight", Ty::U32;
+        OUTSTANDING = 20, "outstanding", Ty::U32;
+        MAX_OUTSTANDING = 21, "max-outstanding", Ty::U32;
+        SRTT_NS = 22, "srtt-ns", Ty::U64;
+        RX_DUPLICATES = 23, "rx-duplicates", Ty::U64;
+        RX_INVALID_PSN = 24, "rx-invalid-psn", Ty::U64;
+        TX_MESSAGES = 25, "tx-messages", Ty::U64;
+        TX_ACKED = 26, "tx-acked", Ty::U64;
+        RX_MESSAGES = 27, "rx-messages", Ty::U64;
+        PAD = 28, "pad", Ty::Pad;
+    }
+);
+
+attr_set!(
+    /// Set `tp`: one TP Channel of a device.
+    TP, tp, "tp" {
+        DEV_INDEX = 1, "dev-index", Ty::U32;
+        TPN = 2, "tpn", Ty::U32;
+        PEER_TPN = 3, "peer-tpn", Ty::U32;
+        PEER = 4, "peer", Ty::Nest(&ADDR);
+        KEY = 5, "key", Ty::U32;
+        STATE = 6, "state", Ty::Enum(&TP_STATE);
+        ERROR = 7, "error", Ty::U32;
+        MODE = 8, "mode", Ty::Enum(&TP_MODE);
+        FAST_RETRANSMIT = 9, "fast-retransmit", Ty::U8;
+        MTU = 10, "mtu", Ty::U32;
+        CLAIMED = 11, "claimed", Ty::U8;
+        RX_QUEUED = 12, "rx-queued", Ty::U32;
+        STATS = 13, "stats", Ty::Nest(&TP_STATS);
+    }
+);
+
 /// Every attribute set ubctl knows, for the spec test and for naming the
 /// attribute an extended ACK points at.
 pub static SETS: &[&Set] = &[
@@ -274,6 +327,8 @@ pub static SETS: &[&Set] = &[
     &PORT,
     &ROUTE,
     &ECHO,
+    &TP_STATS,
+    &TP,
 ];
 
 /// An enum definition: its spec name and its entries from 0.
@@ -341,6 +396,17 @@ pub static PORT_EVENT: EnumDef = EnumDef {
     ],
 };
 
+/// `tp-state`
+pub static TP_STATE: EnumDef = EnumDef {
+    name: "tp-state",
+    entries: &["reset", "rtr", "rts", "suspended", "err", "closed"],
+};
+/// `tp-mode`
+pub static TP_MODE: EnumDef = EnumDef {
+    name: "tp-mode",
+    entries: &["go-back-n", "selective"],
+};
+
 /// Every enum, for the spec test.
 pub static ENUMS: &[&EnumDef] = &[
     &DLL_STATE,
@@ -349,6 +415,8 @@ pub static ENUMS: &[&EnumDef] = &[
     &NPI_MODE,
     &LOAD_BALANCE,
     &PORT_EVENT,
+    &TP_STATE,
+    &TP_MODE,
 ];
 
 /// Values of `addr-type` ubctl encodes.
@@ -409,6 +477,8 @@ ops! {
     NPI_SET = 10, "npi-set", DEV;
     ECHO = 11, "echo", ECHO;
     ECHO_REPLY = 12, "echo-reply", ECHO;
+    TP_GET = 13, "tp-get", TP;
+    TP_CHANGE_NTF = 14, "tp-change-ntf", TP;
 }
 
 /// The operation with command number `cmd`.

@@ -8,7 +8,7 @@ use serde_yaml::Value as Y;
 use ubctl::attr::{Attr, Value};
 use ubctl::nl::{encode_request, Error, KernelError};
 use ubctl::nlcheck::{
-    judge, offset_of, privileged_cases, unprivileged_cases, Case, Expect, Target, NO_DEV,
+    judge, offset_of, privileged_cases, unprivileged_cases, Case, Expect, Target, NO_DEV, NO_TPN,
 };
 use ubctl::spec::{self, Ty};
 
@@ -119,7 +119,10 @@ fn violation(y: &Y, case: &Case, path: &str) -> Option<String> {
             return Some(format!("{v} < min {min}"));
         }
     }
-    if v == u64::from(NO_DEV) || (def.name == "index" && v == u64::from(T.ports)) {
+    if v == u64::from(NO_DEV)
+        || (def.name == "tpn" && v == u64::from(NO_TPN))
+        || (def.name == "index" && v == u64::from(T.ports))
+    {
         return Some("no such object".into());
     }
     None
@@ -183,6 +186,8 @@ fn every_case_encodes_and_is_malformed_where_it_says() {
         "port-get unknown attribute 99",
         "port-set num-retry-threshold 0",
         "dev-get unknown device",
+        "tp-get unknown TPN",
+        "tp-get without tp.tpn",
     ] {
         assert!(cases.iter().any(|c| c.name == n), "{n}");
     }

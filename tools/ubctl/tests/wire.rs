@@ -231,6 +231,21 @@ fn every_request_is_encoded_as_the_spec_numbers_it() {
                 ),
             ),
         ),
+        (
+            "tp-get do",
+            request::tp_get(Some(0), Some(3)),
+            nlmsg(FAMILY, REQ_ACK, 7, &genl(13, &[u32a(1, 0), u32a(2, 3)])),
+        ),
+        (
+            "tp-get dump of a device",
+            request::tp_get(Some(1), None),
+            nlmsg(FAMILY, REQ_DUMP, 7, &genl(13, &[u32a(1, 1)])),
+        ),
+        (
+            "tp-get dump",
+            request::tp_get(None, None),
+            nlmsg(FAMILY, REQ_DUMP, 7, &genl(13, &[])),
+        ),
     ];
     for (name, req, want) in cases {
         assert_eq!(wire(&req, 7), want, "{name}");
@@ -450,6 +465,112 @@ fn a_port_reply_json_shape() {
     assert_eq!(
         ubctl::reply::event_text(&p),
         "port 0/1 link-down admin-up 1 phy-up 1 dll-state normal retry-state unknown(9) num-retry-threshold 4"
+    );
+}
+
+fn u64a(ty: u16, x: u64) -> Vec<u8> {
+    nla(ty, &x.to_ne_bytes())
+}
+
+/// A `tp-get` reply as the kernel writes it (fill_tp): identity and state,
+/// parameters, the stats nest with pads between u64s.
+fn tp_reply() -> Vec<u8> {
+    let peer = nest(4, &[u32a(1, 2), nla(3, &[10, 0, 2, 100])]);
+    let stats = nest(
+        13,
+        &[
+            nla(28, &[]), // pad
+            u64a(1, 40),
+            u64a(3, 12),
+            u64a(7, 2),
+            u32a(18, u32::MAX),
+            u64a(25, 40),
+        ],
+    );
+    let body = genl(
+        13,
+        &[
+            u32a(1, 0),
+            u32a(2, 3),
+            peer,
+            u32a(5, 101),
+            u32a(6, 2),
+            u32a(7, 0),
+            u32a(3, 5),
+            u32a(8, 1),
+            nla(9, &[1]),
+            u32a(10, 4096),
+            nla(11, &[1]),
+            u32a(12, 0),
+            stats,
+        ],
+    );
+    nlmsg(FAMILY, 0x2, 9, &body)
+}
+
+#[test]
+fn a_tp_reply_json_and_text() {
+    let t = decode_set(&spec::TP, &attrs_of(&tp_reply())).unwrap_or_default();
+    assert_eq!(
+        serde_json::to_string(&t).unwrap_or_default(),
+        concat!(
+            r#"{"dev-index":0,"tpn":3,"peer":{"type":"ipv4","ipv4":"10.0.2.100"},"key":101,"#,
+            r#""state":"rts","error":0,"peer-tpn":5,"mode":"selective","fast-retransmit":1,"#,
+            r#""mtu":4096,"claimed":1,"rx-queued":0,"stats":{"tx-packets":40,"rx-packets":12,"#,
+            r#""rtx-fast":2,"cw":4294967295,"tx-messages":40}}"#
+        )
+    );
+    let plain = ubctl::reply::filter_stats(&t, false);
+    assert!(plain.get("stats").is_none());
+    assert_eq!(
+        ubctl::reply::tp_text(&plain),
+        "0/3: rts peer 10.0.2.100 key 101 peer-tpn 5 mode selective fast-retransmit 1 mtu 4096 claimed 1 rx-queued 0"
+    );
+    assert_eq!(
+        ubctl::reply::tp_text(&t).lines().nth(1),
+        Some("    stats: tx-packets 40 rx-packets 12 rtx-fast 2 cw 4294967295 tx-messages 40")
+    );
+}
+
+#[test]
+fn tp_events_on_the_monitor() {
+    let peer = nest(4, &[u32a(1, 2), nla(3, &[10, 0, 2, 100])]);
+    let ev = |state: u32, error: u32| {
+        let body = genl(
+            14,
+            &[
+                u32a(1, 0),
+                u32a(2, 3),
+                peer.clone(),
+                u32a(5, 106),
+                u32a(6, state),
+                u32a(7, error),
+            ],
+        );
+        decode_set(&spec::TP, &attrs_of(&nlmsg(FAMILY, 0, 0, &body))).unwrap_or_default()
+    };
+    assert_eq!(
+        ubctl::reply::tp_event_text(&ev(5, 0)),
+        "tp 0/3 closed peer 10.0.2.100 key 106"
+    );
+    // ETIMEDOUT (110 on Linux).
+    let failed = ubctl::reply::tp_event_text(&ev(4, 110));
+    assert!(
+        failed.starts_with("tp 0/3 err peer 10.0.2.100 key 106 error 110 ("),
+        "{failed}"
+    );
+    assert!(!failed.contains("os error"), "{failed}");
+    // A state this ubctl does not know is shown as a number.
+    assert_eq!(
+        ubctl::reply::tp_event_text(&ev(9, 0)),
+        "tp 0/3 unknown(9) peer 10.0.2.100 key 106"
+    );
+    assert_eq!(
+        ubctl::reply::event_json("tp", &ev(2, 0)).unwrap_or_default(),
+        concat!(
+            r#"{"object":"tp","dev-index":0,"tpn":3,"#,
+            r#""peer":{"type":"ipv4","ipv4":"10.0.2.100"},"key":106,"state":"rts","error":0}"#
+        )
     );
 }
 
