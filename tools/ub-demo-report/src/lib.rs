@@ -312,7 +312,10 @@ pub fn report(guests: &[GuestLog], fabric: Option<&Value>) -> Report {
     let mut problems: Vec<String> = Vec::new();
     for g in guests {
         if g.before.is_none() || g.after.is_none() {
-            problems.push(format!("{} printed no counters (did its selftest fail?)", g.name));
+            problems.push(format!(
+                "{} printed no counters (did its selftest fail?)",
+                g.name
+            ));
         }
         for l in &g.bad_lines {
             problems.push(format!("{}: unreadable line: {l}", g.name));
@@ -330,7 +333,14 @@ pub fn report(guests: &[GuestLog], fabric: Option<&Value>) -> Report {
     let _ = writeln!(
         out,
         "  {:<16} {:>6} {:>6} {:>15} {:>8} {:>13} {:>11} {:>6}",
-        "stream", "sent", "acked", "delivered once", "corrupt", "out-of-order", "duplicates", "lost"
+        "stream",
+        "sent",
+        "acked",
+        "delivered once",
+        "corrupt",
+        "out-of-order",
+        "duplicates",
+        "lost"
     );
     let (mut sent_all, mut once_all, mut lost_all) = (0u64, 0u64, 0u64);
     for s in &all {
@@ -338,7 +348,11 @@ pub fn report(guests: &[GuestLog], fabric: Option<&Value>) -> Report {
             problems.push(format!(
                 "stream {}: no {} line",
                 s.name,
-                if s.send.is_none() { "sender" } else { "receiver" }
+                if s.send.is_none() {
+                    "sender"
+                } else {
+                    "receiver"
+                }
             ));
             continue;
         };
@@ -357,7 +371,10 @@ pub fn report(guests: &[GuestLog], fabric: Option<&Value>) -> Report {
         );
         for (end, v) in [("sender", tx), ("receiver", rx)] {
             if v.get("ok").and_then(Value::as_bool) != Some(true) {
-                let e = v.get("error").and_then(Value::as_str).unwrap_or("no error given");
+                let e = v
+                    .get("error")
+                    .and_then(Value::as_str)
+                    .unwrap_or("no error given");
                 problems.push(format!("stream {}: the {end} failed: {e}", s.name));
             }
         }
@@ -482,10 +499,17 @@ mod tests {
 
     #[test]
     fn a_failed_end_fails_with_its_error() {
-        let rx = recv(3, 0).replace(r#""ok":true,"error":null"#, r#""ok":false,"error":"ETIMEDOUT""#);
+        let rx = recv(3, 0).replace(
+            r#""ok":true,"error":null"#,
+            r#""ok":false,"error":"ETIMEDOUT""#,
+        );
         let r = report(&guests(&rx), None);
         assert!(!r.ok);
-        assert!(r.text.contains("the receiver failed: ETIMEDOUT"), "{}", r.text);
+        assert!(
+            r.text.contains("the receiver failed: ETIMEDOUT"),
+            "{}",
+            r.text
+        );
     }
 
     #[test]
@@ -498,8 +522,23 @@ mod tests {
         let r = report(&guests(&recv(3, 0)), Some(&fabric));
         assert!(r.ok, "{}", r.text);
         // Into the switch: its own counters; into the guest: the guest's.
-        assert!(r.text.contains("vm0.0 -> sw0.0            7          6           6               5"), "{}", r.text);
-        assert!(r.text.contains("sw0.0 -> vm0.0            3          3          10               8"), "{}", r.text);
-        assert!(r.text.contains("sw0    injected drops 12, injected reorders 13"), "{}", r.text);
+        assert!(
+            r.text
+                .contains("vm0.0 -> sw0.0            7          6           6               5"),
+            "{}",
+            r.text
+        );
+        assert!(
+            r.text
+                .contains("sw0.0 -> vm0.0            3          3          10               8"),
+            "{}",
+            r.text
+        );
+        assert!(
+            r.text
+                .contains("sw0    injected drops 12, injected reorders 13"),
+            "{}",
+            r.text
+        );
     }
 }
