@@ -105,8 +105,10 @@ fn net_delta(g: &GuestLog, key: &str) -> u64 {
     get(&g.after).saturating_sub(get(&g.before))
 }
 
-/// The same for a link counter of port `port`.
-fn port_delta(g: &GuestLog, port: u64, key: &str) -> u64 {
+/// A link counter of port `port` of the guest's device 0 at the end of the
+/// run (since ub.ko was loaded, as the fabric's counters are since it
+/// started).
+fn port_total(g: &GuestLog, port: u64, key: &str) -> u64 {
     let get = |s: &Option<Value>| {
         s.as_ref()
             .and_then(dev0)
@@ -118,7 +120,7 @@ fn port_delta(g: &GuestLog, port: u64, key: &str) -> u64 {
             })
             .map_or(0, |p| num(p, &["link-stats", key]))
     };
-    get(&g.after).saturating_sub(get(&g.before))
+    get(&g.after)
 }
 
 /// The receiving end of a hop (`vm0.1`, `sw1.2`): its CRC errors and the
@@ -128,8 +130,8 @@ fn receiver_repairs(end: &str, guests: &[GuestLog], fabric: &Value) -> Option<(u
     let port: u64 = port.parse().ok()?;
     if let Some(g) = guests.iter().find(|g| g.name == node) {
         return Some((
-            port_delta(g, port, "rx-crc-errors"),
-            port_delta(g, port, "retry-req-sets"),
+            port_total(g, port, "rx-crc-errors"),
+            port_total(g, port, "retry-req-sets"),
         ));
     }
     let sw = fabric
@@ -181,7 +183,7 @@ fn link_layer(out: &mut String, guests: &[GuestLog], fabric: Option<&Value>) {
         }
         let _ = writeln!(
             out,
-            "  (flips and the switches' counts: the whole run; the guests' ports: the streams)"
+            "  (the whole run, bring-up included; the receiving end counts CRC errors and asks for the retry)"
         );
     } else {
         for g in guests {
@@ -192,8 +194,8 @@ fn link_layer(out: &mut String, guests: &[GuestLog], fabric: Option<&Value>) {
                     format!("-> {}.{port}", g.name),
                     "-",
                     "-",
-                    port_delta(g, port, "rx-crc-errors"),
-                    port_delta(g, port, "retry-req-sets")
+                    port_total(g, port, "rx-crc-errors"),
+                    port_total(g, port, "retry-req-sets")
                 );
             }
         }
@@ -466,10 +468,10 @@ mod tests {
             "{}",
             r.text
         );
-        // vm0's port 0: CRC errors 11 - 1 and retry requests 9 - 1 during
-        // the streams; icrc-drops 2.
+        // vm0's port 0 at the end: CRC errors 11, retry requests 9;
+        // icrc-drops 2 during the streams.
         assert!(r.text.contains("-> vm0.0"), "{}", r.text);
-        assert!(r.text.contains("         10               8"), "{}", r.text);
+        assert!(r.text.contains("         11               9"), "{}", r.text);
         assert!(r.text.contains("icrc-drops 2"), "{}", r.text);
         // The sender's retransmissions by cause.
         assert!(r.text.contains("gbn                     5      1      0         0          2         1           4"), "{}", r.text);
@@ -530,7 +532,7 @@ mod tests {
         );
         assert!(
             r.text
-                .contains("sw0.0 -> vm0.0            3          3          10               8"),
+                .contains("sw0.0 -> vm0.0            3          3          11               9"),
             "{}",
             r.text
         );
