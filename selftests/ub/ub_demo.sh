@@ -71,6 +71,12 @@ t_clear() {
 		fabric switch sw1 --drop 0 --reorder 0
 	fi
 }
+# progress TEXT: a line the host shows at once (`# ub-progress:` on the
+# selftest stream: the guest's init prints a test's output only when the
+# test ends).
+progress() {
+	echo "# ub-progress: $*" > /dev/ttyS1
+}
 # stream NAME KEY ARGS...: one channel named KEY, COUNT messages vm1 -> vm0;
 # this end's ub-tp JSON goes on a `# demo: stream NAME` line.
 stream() {
@@ -89,6 +95,13 @@ stream() {
 	rc=$?
 	sed 's/^/# /' /tmp/ub-demo.err
 	echo "# demo: stream $name $(tr -d '\n' < /tmp/ub-demo.json)"
+	if [ "$guest" = 0 ]; then
+		n=$(grep -o '"received":[0-9]*' /tmp/ub-demo.json | cut -d: -f2)
+		secs=$(grep -o '"seconds":[0-9.]*' /tmp/ub-demo.json | cut -d: -f2 | cut -c1-5)
+		verdict=ok
+		[ $rc -eq 0 ] || verdict=FAILED
+		progress "stream $name: $verdict, ${n:-0} of $COUNT messages intact, in order, once (${secs:-?} s)"
+	fi
 	return $rc
 }
 t_gbn() { stream gbn 301 --retransmit gbn; }
