@@ -30,10 +30,7 @@ SIZES=${UB_DEMO_SIZES:-1-262144}
 
 ktap_print_header
 ub_require ubctl ub-tp
-if grep -qw ubtest.solo=1 /proc/cmdline; then
-	ktap_skip_all "no peer guest (ubtest.solo=1)"
-	exit "$KSFT_SKIP"
-fi
+ub_require_peer
 
 # ktap_test_result runs its command unquoted ($@): each test is one word.
 t_config() {

@@ -31,6 +31,15 @@ ub_require() {
 	fi
 }
 
+# ub_require_peer: skips the whole test (exit 4) in a guest booted without
+# its peer (ubtest.solo=1).
+ub_require_peer() {
+	if grep -qw ubtest.solo=1 /proc/cmdline; then
+		ktap_skip_all "no peer guest (ubtest.solo=1)"
+		exit "$KSFT_SKIP"
+	fi
+}
+
 # This guest's host number in the fabric (vm0 -> 0), its peer's, and the
 # addresses the fabric routes to them (Documentation/ub/fabric.rst,
 # "Addresses").

@@ -19,10 +19,7 @@ DURATION=${DURATION:-5}
 
 ktap_print_header
 ub_require ubctl ubperf
-if grep -qw ubtest.solo=1 /proc/cmdline; then
-	ktap_skip_all "no peer guest (ubtest.solo=1)"
-	exit "$KSFT_SKIP"
-fi
+ub_require_peer
 
 t_config() {
 	insmod "$MODULE" && ub_links_up || return 1

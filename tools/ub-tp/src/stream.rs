@@ -135,6 +135,36 @@ pub fn wait_acked(ch: &Channel, count: u64, timeout: Duration) -> Result<Info, S
     }
 }
 
+/// Reads the next message into `buf`, waiting at most `idle` for it (in
+/// poll mode the channel's own wait applies the limit): its errors name
+/// `seq`, the message expected; the end of the stream is an error too.
+fn read_next(
+    ch: &Channel,
+    buf: &mut Vec<u8>,
+    idle: Option<Duration>,
+    seq: u64,
+    received: u64,
+    count: u64,
+) -> Result<(), StreamError> {
+    if let Some(t) = idle.filter(|_| !ch.is_polled()) {
+        match ch.wait_readable(t) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(StreamError::Idle {
+                    ms: t.as_millis(),
+                    seq,
+                })
+            }
+            Err(source) => return Err(StreamError::Channel { seq, source }),
+        }
+    }
+    match ch.recv(buf) {
+        Ok(0) => Err(StreamError::Closed { received, count }),
+        Ok(_) => Ok(()),
+        Err(source) => Err(StreamError::Channel { seq, source }),
+    }
+}
+
 /// Reads until `count` good messages arrived or the stream stops; each
 /// message that is not the good next one goes to `bad` (its index among
 /// the messages read, its length, the verdict).
@@ -148,36 +178,15 @@ pub fn recv(
     let mut buf = Vec::new();
     let mut index = 0u64;
     while v.summary().received < count {
-        // In poll mode the channel's own wait applies the limit.
-        if let Some(t) = idle.filter(|_| !ch.is_polled()) {
-            match ch.wait_readable(t) {
-                Ok(true) => {}
-                Ok(false) => {
-                    let e = StreamError::Idle {
-                        ms: t.as_millis(),
-                        seq: v.expected(),
-                    };
-                    return (v.summary(), Err(e));
-                }
-                Err(source) => {
-                    let seq = v.expected();
-                    return (v.summary(), Err(StreamError::Channel { seq, source }));
-                }
-            }
-        }
-        match ch.recv(&mut buf) {
-            Ok(0) => {
-                let e = StreamError::Closed {
-                    received: v.summary().received,
-                    count,
-                };
-                return (v.summary(), Err(e));
-            }
-            Ok(_) => {}
-            Err(source) => {
-                let seq = v.expected();
-                return (v.summary(), Err(StreamError::Channel { seq, source }));
-            }
+        if let Err(e) = read_next(
+            ch,
+            &mut buf,
+            idle,
+            v.expected(),
+            v.summary().received,
+            count,
+        ) {
+            return (v.summary(), Err(e));
         }
         let verdict = v.accept(&buf);
         if !matches!(verdict, Verdict::Good(_)) {
@@ -210,29 +219,8 @@ pub fn echo(
         if let Err(source) = ch.send(&out) {
             return (v.summary(), Err(StreamError::Channel { seq, source }));
         }
-        if let Some(t) = idle.filter(|_| !ch.is_polled()) {
-            match ch.wait_readable(t) {
-                Ok(true) => {}
-                Ok(false) => {
-                    let e = StreamError::Idle {
-                        ms: t.as_millis(),
-                        seq,
-                    };
-                    return (v.summary(), Err(e));
-                }
-                Err(source) => return (v.summary(), Err(StreamError::Channel { seq, source })),
-            }
-        }
-        match ch.recv(&mut back) {
-            Ok(0) => {
-                let e = StreamError::Closed {
-                    received: v.summary().received,
-                    count,
-                };
-                return (v.summary(), Err(e));
-            }
-            Ok(_) => {}
-            Err(source) => return (v.summary(), Err(StreamError::Channel { seq, source })),
+        if let Err(e) = read_next(ch, &mut back, idle, seq, v.summary().received, count) {
+            return (v.summary(), Err(e));
         }
         let verdict = v.accept(&back);
         if !matches!(verdict, Verdict::Good(_)) {
