@@ -230,6 +230,11 @@ pub(crate) struct TpInner {
     /// An in-kernel user (`kapi.rs`) in place of a reader: every change
     /// queues its work.
     consumer: Option<Arc<crate::kapi::KernelTp>>,
+    /// The peer's TPN and the transport counters as the channel was torn
+    /// down (the endpoint forgets both when it frees the channel, and its
+    /// TPN may name another channel after): what `UB_TP_IOC_INFO` shows of
+    /// a closed channel.
+    pub(crate) final_stats: (Option<u32>, Option<crate::host::ChannelCounters>),
 }
 
 /// One TP Channel (see the module documentation).
@@ -265,6 +270,7 @@ impl TpChannel {
             tx_acked: 0,
             rx_messages: 0,
             consumer: None,
+            final_stats: (None, None),
         };
         let changed = PollCondVarBox::new(c"TpChannel::changed", static_lock_class!())?;
         Arc::pin_init(

@@ -59,7 +59,7 @@ use crate::snapshot::{
     DevSnapshot, EchoReply, EchoRequest, Field, Refusal, ReplyTo, RouteSnapshot, TpEvent,
     TpSnapshot,
 };
-use crate::transport::cm::CmTiming;
+use crate::transport::cm::{ChannelState, CmTiming};
 
 /// Datagrams (echo requests and replies) in flight at once.
 const DGRAM_SLOTS: usize = 32;
@@ -1040,9 +1040,13 @@ impl Net {
         ch: &TpChannel,
     ) -> (Option<u32>, Option<crate::host::ChannelCounters>) {
         let st = self.state.lock();
-        // A closed channel's TPN may name another channel by now.
-        if ch.inner.lock().closed {
-            return (None, None);
+        // A closed channel's TPN may name another channel by now: what it
+        // was when it was torn down.
+        {
+            let g = ch.inner.lock();
+            if g.closed {
+                return g.final_stats;
+            }
         }
         (st.ep.peer_tpn(ch.tpn), st.ep.counters(ch.tpn))
     }
@@ -1220,6 +1224,12 @@ impl NetState {
                 }
                 Event::StateChanged { tpn, state } => {
                     if let Some(c) = find_chan(&self.chans, tpn) {
+                        if matches!(state, ChannelState::Reset | ChannelState::Err) {
+                            // Torn down or failed: keep what the endpoint
+                            // will forget when it frees the channel.
+                            c.inner.lock().final_stats =
+                                (self.ep.peer_tpn(tpn), self.ep.counters(tpn));
+                        }
                         c.set_state(state);
                         queue_tp_event(&mut self.tp_events, c);
                     }
