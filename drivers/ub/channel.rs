@@ -252,6 +252,14 @@ pub(crate) struct TpChannel {
     pub(crate) changed: PollCondVarBox,
 }
 
+impl TpInner {
+    /// Whether a listen for `key` from `from` (`None`: anyone) takes this
+    /// channel.
+    pub(crate) fn answers(&self, key: u32, from: Option<Addr>) -> bool {
+        self.key == key && from.is_none_or(|f| f == self.remote)
+    }
+}
+
 impl TpChannel {
     /// A channel `tpn` to `remote` named `key`, with its queues.
     pub(crate) fn new(tpn: u32, remote: Addr, key: u32, claimed: bool) -> Result<Arc<Self>> {

@@ -911,7 +911,7 @@ impl Net {
             if self.stopping.load(Relaxed) {
                 return Err(ENODEV);
             }
-            if let Some(c) = st.claim(|i| i.key == key && from.is_none_or(|f| f == i.remote)) {
+            if let Some(c) = st.claim(|i| i.answers(key, from)) {
                 return Ok(c);
             }
             if nonblock {
@@ -1002,7 +1002,7 @@ impl Net {
         }
         let mut st = self.state.lock();
         let (key, from) = (k.key, k.from);
-        if let Some(c) = st.claim(|i| i.key == key && from.is_none_or(|f| f == i.remote)) {
+        if let Some(c) = st.claim(|i| i.answers(key, from)) {
             KernelTp::attach(k, c);
             return Ok(());
         }
@@ -1131,9 +1131,7 @@ impl NetState {
     fn give_to_listener(&mut self, c: &Arc<TpChannel>) {
         let i = {
             let g = c.inner.lock();
-            self.listeners
-                .iter()
-                .position(|k| k.key == g.key && k.from.is_none_or(|f| f == g.remote))
+            self.listeners.iter().position(|k| g.answers(k.key, k.from))
         };
         let Some(i) = i else { return };
         let Ok(k) = self.listeners.remove(i) else {
