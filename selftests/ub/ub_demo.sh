@@ -33,15 +33,7 @@ ub_require ubctl ub-tp
 ub_require_peer
 
 # ktap_test_result runs its command unquoted ($@): each test is one word.
-t_config() {
-	ub_links_up 0 && "$UBCTL" addr add 0 "$me" &&
-		"$UBCTL" route add 0 10.0.0.0/16 ports 0,1 per-packet || return 1
-	i=0
-	until "$UBCTL" ping -c 1 -W 1 -I 0 "$them" > /dev/null 2>&1; do
-		i=$((i + 1))
-		[ $i -le 120 ] || return 1
-	done
-}
+t_config() { ub_configure && ub_peer_answers; }
 t_setup() { insmod "$MODULE" && t_config; }
 # stats PHASE: this guest's counters as one `# demo:` line.
 stats() {

@@ -84,9 +84,7 @@ _hostile() {
 }
 
 # ktap_test_result runs its command unquoted ($@): each test is one word.
-t_config() {
-	ub_links_up && "$UBCTL" addr add 0 "$me" && "$UBCTL" route add 0 10.0.0.0/16 ports 0,1 per-packet
-}
+t_config() { ub_configure; }
 
 # The ring resets were logged, once per power of two (a hostile device
 # cannot flood the log): 20 or so resets, 5 or 6 lines.

@@ -1,11 +1,24 @@
 # SPDX-License-Identifier: GPL-2.0
 #
-# Shared by the selftests that load ub.ko onto an emulated UB controller
-# (sourced after ktap_helpers.sh and ktap_print_header). Installed beside
-# them (TEST_FILES).
+# Shared by the selftests that load ub.ko (sourced after ktap_helpers.sh;
+# the ub_require* checks after ktap_print_header). Installed beside them
+# (TEST_FILES).
 
 MODULE=${UB_MODULE:-/lib/modules/ub.ko}
 UBCTL=$(command -v ubctl)
+
+# ub_require_module: skips the whole test (exit 4) without the module, or
+# if ub is loaded already.
+ub_require_module() {
+	if [ ! -f "$MODULE" ]; then
+		ktap_skip_all "no module at $MODULE"
+		exit "$KSFT_SKIP"
+	fi
+	if [ -d /sys/module/ub ]; then
+		ktap_skip_all "ub is already loaded"
+		exit "$KSFT_SKIP"
+	fi
+}
 
 # ub_require TOOL...: skips the whole test (exit 4) without each TOOL, the
 # module, or a UB controller, or if ub is loaded already.
@@ -16,14 +29,7 @@ ub_require() {
 			exit "$KSFT_SKIP"
 		fi
 	done
-	if [ ! -f "$MODULE" ]; then
-		ktap_skip_all "no $MODULE"
-		exit "$KSFT_SKIP"
-	fi
-	if [ -d /sys/module/ub ]; then
-		ktap_skip_all "ub is already loaded"
-		exit "$KSFT_SKIP"
-	fi
+	ub_require_module
 	if ! grep -qs 0x19e5 /sys/bus/pci/devices/*/vendor ||
 		! grep -qs 0xd0b1 /sys/bus/pci/devices/*/device; then
 		ktap_skip_all "no UB controller"
@@ -70,5 +76,23 @@ ub_links_up() {
 			return 1
 		fi
 		sleep 0.1
+	done
+}
+
+# ub_configure: once both links of device 0 are up, this guest's address
+# and a per-packet route to the test fabric over both planes.
+ub_configure() {
+	ub_links_up && "$UBCTL" addr add 0 "$me" &&
+		"$UBCTL" route add 0 10.0.0.0/16 ports 0,1 per-packet
+}
+
+# ub_peer_answers [TRIES]: waits until the peer guest (which configures its
+# address at about the same time) answers one echo, at most TRIES (120)
+# tries of a second each.
+ub_peer_answers() {
+	i=0
+	until "$UBCTL" ping -c 1 -W 1 -I 0 "$them" > /dev/null 2>&1; do
+		i=$((i + 1))
+		[ $i -le "${1:-120}" ] || return 1
 	done
 }

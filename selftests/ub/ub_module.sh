@@ -7,22 +7,14 @@
 
 DIR=$(dirname "$0")
 . "$DIR/../kselftest/ktap_helpers.sh"
+. "$DIR/ub_lib.sh"
 
-MODULE=${UB_MODULE:-/lib/modules/ub.ko}
 # Every KUnit suite ub.ko carries; each must have run and passed.
 SUITES="ub_proto_crc ub_proto_link ub_netlink"
 KUNIT_DEBUGFS=/sys/kernel/debug/kunit
 
 ktap_print_header
-
-if [ ! -f "$MODULE" ]; then
-	ktap_skip_all "no module at $MODULE"
-	exit "$KSFT_SKIP"
-fi
-if [ -d /sys/module/ub ]; then
-	ktap_skip_all "ub is already loaded"
-	exit "$KSFT_SKIP"
-fi
+ub_require_module
 
 ktap_set_plan $((5 + $(echo $SUITES | wc -w)))
 

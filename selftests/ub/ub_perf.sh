@@ -21,15 +21,7 @@ ktap_print_header
 ub_require ubctl ubperf
 ub_require_peer
 
-t_config() {
-	insmod "$MODULE" && ub_links_up || return 1
-	"$UBCTL" addr add 0 "$me" && "$UBCTL" route add 0 10.0.0.0/16 ports 0,1 per-packet || return 1
-	i=0
-	until "$UBCTL" ping -c 1 -W 1 -I 0 "$them" > /dev/null 2>&1; do
-		i=$((i + 1))
-		[ $i -le 120 ] || return 1
-	done
-}
+t_config() { insmod "$MODULE" && ub_configure && ub_peer_answers; }
 # perf MODE SIZE KEY
 perf() {
 	if [ "$guest" = 0 ]; then

@@ -29,17 +29,9 @@ ub_require ubctl ub-tp
 ub_require_peer
 
 # ktap_test_result runs its command unquoted ($@): each test is one word.
-t_config() {
-	ub_links_up && "$UBCTL" addr add 0 "$me" && "$UBCTL" route add 0 10.0.0.0/16 ports 0,1 per-packet
-}
+t_config() { ub_configure; }
 # The peer answers echoes (it configured its address too).
-t_peer() {
-	i=0
-	until "$UBCTL" ping -c 1 -W 1 -I 0 "$them" > /dev/null 2>&1; do
-		i=$((i + 1))
-		[ $i -le 120 ] || return 1
-	done
-}
+t_peer() { ub_peer_answers; }
 # Retry_Req_Sets sent by this guest's ports (the bring-up sends one).
 retries() {
 	"$UBCTL" -j -s port show 0 | grep -o '"retry-req-sets":[0-9]*' | cut -d: -f2 |

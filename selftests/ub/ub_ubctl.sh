@@ -82,12 +82,8 @@ t_ping_big() {
 # The peer configures its address at about the same time: wait for its
 # first answer, then require a lossless run.
 t_ping_peer() {
-	i=0
-	until "$UBCTL" ping -c 1 -W 1 -I 0 "$them" > /dev/null 2>&1; do
-		i=$((i + 1))
-		[ $i -le 30 ] || return 1
-	done
-	shows '100 packets transmitted, 100 received, 0% packet loss' ping -c 100 -i 0.02 -I 0 "$them"
+	ub_peer_answers 30 &&
+		shows '100 packets transmitted, 100 received, 0% packet loss' ping -c 100 -i 0.02 -I 0 "$them"
 }
 # Sum of a link counter over both ports.
 link_stat() {
