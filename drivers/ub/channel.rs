@@ -301,6 +301,12 @@ impl TpChannel {
         }
     }
 
+    /// The channel's TPN on the endpoint, `None` once the endpoint closed
+    /// it: the endpoint may have given the number to a new channel since.
+    pub(crate) fn endpoint_tpn(&self) -> Option<u32> {
+        (!self.inner.lock().closed).then_some(self.tpn)
+    }
+
     /// Sets (or clears) the in-kernel user that consumes this channel.
     pub(crate) fn set_consumer(&self, k: Option<Arc<crate::kapi::KernelTp>>) {
         self.inner.lock().consumer = k;

@@ -977,12 +977,11 @@ impl Net {
     pub(crate) fn channel_close(self: &Arc<Self>, ch: &TpChannel) {
         {
             let mut st = self.state.lock();
-            // A channel the endpoint closed already has no TPN any more:
-            // the endpoint may have given its number to a new channel.
-            if ch.inner.lock().closed {
+            // Closed by the endpoint already: nothing to tear down.
+            let Some(tpn) = ch.endpoint_tpn() else {
                 return;
-            }
-            let _ = st.ep.close(now_ns(), ch.tpn);
+            };
+            let _ = st.ep.close(now_ns(), tpn);
             let _ = st.flush(now_ns());
         }
         self.kick();
@@ -1026,12 +1025,11 @@ impl Net {
     pub(crate) fn channel_writable(&self, ch: &TpChannel) -> bool {
         let mut st = self.state.lock();
         // Endpoint before channel, as everywhere.
-        let room = {
-            let g = ch.inner.lock();
-            // A closed channel's TPN may name another channel by now.
-            !g.closed && g.tx.has_room()
+        let Some(tpn) = ch.endpoint_tpn() else {
+            return false;
         };
-        room && st.ep.can_send(ch.tpn)
+        let room = ch.inner.lock().tx.has_room();
+        room && st.ep.can_send(tpn)
     }
 
     /// The endpoint's view of `ch`: its peer's TPN and counters.
@@ -1040,15 +1038,11 @@ impl Net {
         ch: &TpChannel,
     ) -> (Option<u32>, Option<crate::host::ChannelCounters>) {
         let st = self.state.lock();
-        // A closed channel's TPN may name another channel by now: what it
-        // was when it was torn down.
-        {
-            let g = ch.inner.lock();
-            if g.closed {
-                return g.final_stats;
-            }
+        match ch.endpoint_tpn() {
+            Some(tpn) => (st.ep.peer_tpn(tpn), st.ep.counters(tpn)),
+            // Closed: what it was when it was torn down.
+            None => ch.inner.lock().final_stats,
         }
-        (st.ep.peer_tpn(ch.tpn), st.ep.counters(ch.tpn))
     }
 
     /// Copies of the channels whose TPN is in `tpns`, in TPN order, for
