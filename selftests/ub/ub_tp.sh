@@ -123,7 +123,7 @@ t_late_reader() {
 	stream 108 --retransmit sr --fast-retransmit
 	rc=$?
 	# vm1 waits as long, so that both start the next case together.
-	[ "$guest" = 1 ] && sleep 15
+	sender_waits 15
 	return $rc
 }
 # The in-kernel API: vm0 loads samples/ub/ub_echo.ko, a module that serves
