@@ -222,8 +222,13 @@ pub const CASES: &[Case] = &[
         libc::EPROTONOSUPPORT,
     ),
     refused(
-        "BIND with reserved[7] non-zero: EINVAL",
-        |b| b.reserved[7] = 1,
+        "BIND with reserved[6] non-zero: EINVAL",
+        |b| b.reserved[6] = 1,
+        libc::EINVAL,
+    ),
+    refused(
+        "BIND with members 9 (more than UB_TP_MAX_MEMBERS): EINVAL",
+        |b| b.members = UB_TP_MAX_MEMBERS + 1,
         libc::EINVAL,
     ),
     refused(
