@@ -175,7 +175,7 @@ tp_rts_line() {
 	# with our key, in RTS, with data packets counted in our direction.
 	"$UBCTL" -j -s tp show 0 2> /dev/null |
 		awk '{ gsub(/\},\{"dev-index"/, "}\n{\"dev-index\""); print }' |
-		grep "\"key\":$key," | grep '"state":"rts"' | grep -E "\"$dir-packets\":[1-9]"
+		grep "\"key\":$rts_key," | grep '"state":"rts"' | grep -E "\"$dir-packets\":[1-9]"
 }
 tp_watch() {
 	i=0
