@@ -848,8 +848,9 @@ mod tests {
         if b.version != UB_TP_ABI_VERSION {
             return Some(libc::EPROTONOSUPPORT);
         }
-        if b.reserved != [0; 8]
+        if b.reserved != [0; 7]
             || b.reserved0 != [0; 3]
+            || b.members > UB_TP_MAX_MEMBERS
             || b.flags & !UB_TP_BIND_FLAGS != 0
             || b.attr_flags & !UB_TP_ATTR_FLAGS != 0
             || b.retransmit > UB_TP_SELECTIVE

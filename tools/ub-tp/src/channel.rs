@@ -632,7 +632,7 @@ mod tests {
         assert_eq!(raw.mtu, 1024);
         assert_eq!(raw.timeout_ms, 20_000);
         assert_eq!(raw.remote.type_, UB_ADDR_CNA16);
-        assert_eq!(raw.reserved, [0; 8]);
+        assert_eq!(raw.reserved, [0; 7]);
         assert_eq!(raw.reserved0, [0; 3]);
     }
 
