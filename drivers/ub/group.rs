@@ -390,8 +390,15 @@ pub(crate) fn connect_members(
     cfg: crate::host::ChannelConfig,
 ) -> Result<KVec<Arc<TpChannel>>> {
     let mut members = KVec::with_capacity(usize::try_from(n)?, GFP_KERNEL)?;
+    // The members share one channel's send window (at least 32 packets
+    // each): a group puts no more in flight than a single channel, which
+    // the switches' queues hold (the emulated switches tail-drop above
+    // 4 MiB per egress port; four full windows of 1 MiB each plus their
+    // Go-Back-N rounds overflowed them on a slow guest).
+    let window = (cfg.send_window / n.max(1)).max(32).min(cfg.send_window);
     for i in 0..n {
         let mut c = cfg;
+        c.send_window = window;
         // 16 ports apart: a sprayed member uses 16 (`cdev.rs`).
         c.lb_key = cfg.lb_key.wrapping_add(u16::try_from(i).unwrap_or(0) << 4);
         match net.channel_connect(remote, key.wrapping_add(i), c) {
