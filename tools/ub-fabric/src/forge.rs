@@ -507,7 +507,7 @@ impl Forger {
     /// Whether `p`, arriving at switch `s`, may fire a spec (so that the
     /// fabric keeps a copy of it while it forwards it).
     pub fn wants(&self, s: usize, p: &Packet) -> bool {
-        self.matching(s, None, p).next().is_some()
+        self.armed() && self.matching(s, None, p).next().is_some()
     }
 
     /// The specs `p` fires at switch `s`, queued at port `out` (any port
