@@ -202,6 +202,13 @@ fn forged_packets_are_counted_and_never_delivered() {
         st.count_events(|e| matches!(e, Event::ChannelError { .. })),
         0
     );
+    // Nor did they disturb the sender: no fault, so no retransmission.
+    let tx = ds[1].stack().ep.counters(b).expect("the sending channel");
+    assert_eq!(
+        (tx.rtx_fast, tx.rtx_rto, tx.rtx_mark_psn, tx.rtx_go_back_n),
+        (0, 0, 0, 0),
+        "{tx:?}"
+    );
     // The forged packets crossed host 0's links framed like any other:
     // no link error on its ports.
     for p in &ds[0].ports {
