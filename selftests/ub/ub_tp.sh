@@ -263,6 +263,82 @@ tpg_stream() {
 }
 t_tpg_sr() { tpg_stream 120 --retransmit sr; }
 t_tpg_gbn() { tpg_stream 130 --retransmit gbn; }
+# Forged packets towards a live channel (issue 11, acceptance 6): while
+# vm1 streams to vm0, vm0 reads its channel's TPN and the peer's from
+# ubctl tp show and asks the host (ub-fabric forge, Documentation/ub/
+# fabric.rst) for RTP data packets to that TPN, sealed at every layer and
+# framed by the switch's link engine: 3 from a wrong source address and 2
+# with a wrong source TPN (both with the next PSN, so only the peer check
+# keeps them from the reader), 1 built from its fields alone from a wrong
+# source, 2 from the peer with a PSN 2^22 past its last packet (outside
+# the window whatever the receiver expects: the fabric takes the PSN from
+# the channel's next packet, which it queues right before them), and 2
+# replays of that packet. net-stats' wrong-peer rises by exactly 6, the
+# channel counts exactly 2 invalid PSNs (a sender never goes past its
+# window) and at least 2 duplicates (spurious RTOs under TCG add their
+# own: 583 = 581 retransmissions + 2 replays in one run), and the stream
+# still arrives exactly once, in order, intact (ub-tp recv checks it).
+FORGE_KEY=113
+# forge_tp FIELD: a number from the line of channel FORGE_KEY in RTS with
+# data received, in ubctl tp show; fails if there is none.
+forge_tp() {
+	"$UBCTL" -j -s tp show 0 2> /dev/null |
+		awk '{ gsub(/\},\{"dev-index"/, "}\n{\"dev-index\""); print }' |
+		grep "\"key\":$FORGE_KEY," | grep '"state":"rts"' | grep -E '"rx-packets":[1-9]' |
+		grep -o "\"$1\":[0-9]*" | head -n 1 | cut -d: -f2 | grep .
+}
+wrong_peer() {
+	"$UBCTL" -j stats 0 | grep -o '"wrong-peer":[0-9]*' | head -n 1 | cut -d: -f2
+}
+# Like `fabric`, without its wait: the forgeries must reach the host while
+# the stream runs (it runs its hooks within about 100 ms).
+forge() {
+	echo "# ub-host-hook: forge $*" > /dev/ttyS1
+	echo "# asked the host: ub-fabric forge $*"
+}
+t_forged() {
+	saved="$COUNT $SIZES"
+	COUNT=500
+	SIZES=4096-65536
+	if [ "$guest" = 1 ]; then
+		sender_waits 2
+		stream $FORGE_KEY --retransmit sr --fast-retransmit
+		rc=$?
+		COUNT=${saved% *}
+		SIZES=${saved#* }
+		return $rc
+	fi
+	before=$(wrong_peer)
+	stream $FORGE_KEY --retransmit sr --fast-retransmit > /tmp/ub-tp-forged.out &
+	rcv=$!
+	i=0
+	until tpn=$(forge_tp tpn); do
+		i=$((i + 1))
+		[ $i -le 600 ] || break
+		sleep 0.05
+	done
+	peer_tpn=$(forge_tp peer-tpn)
+	if [ -n "$tpn" ] && [ -n "$peer_tpn" ]; then
+		# "vm0": whichever port the channel's next packet takes.
+		forge vm0 --dst-tpn "$tpn" --src 10.0.9.100 --psn-ahead 1 --count 3
+		forge vm0 --dst-tpn "$tpn" --src-tpn $(((peer_tpn + 1) % 16777216)) --psn-ahead 1 --count 2
+		forge vm0.0 --dst-tpn "$tpn" --src 10.0.9.100 --dst "$me" --src-tpn "$peer_tpn" --psn 0
+		forge vm0 --dst-tpn "$tpn" --psn-ahead 4194304 --count 2
+		forge vm0 --dst-tpn "$tpn" --replay --count 2
+	fi
+	wait $rcv
+	rc=$?
+	COUNT=${saved% *}
+	SIZES=${saved#* }
+	cat /tmp/ub-tp-forged.out
+	[ -n "$tpn" ] || { echo "# channel $FORGE_KEY never in RTS with data in ubctl tp show"; return 1; }
+	after=$(wrong_peer)
+	invalid=$(awk '$2 == "rx_invalid_psn" { print $3 }' /tmp/ub-tp-forged.out)
+	dups=$(awk '$2 == "rx_duplicates" { print $3 }' /tmp/ub-tp-forged.out)
+	echo "# tpn $tpn peer-tpn $peer_tpn: wrong-peer $before -> $after, rx_invalid_psn $invalid, rx_duplicates $dups"
+	[ $rc -eq 0 ] && [ $((after - before)) -eq 6 ] && [ "${invalid:-0}" -eq 2 ] &&
+		[ "${dups:-0}" -ge 2 ]
+}
 # A TPN no channel has: ubctl fails, naming the problem (the kernel's
 # extended ACK) and the attribute.
 t_tp_unknown() {
@@ -358,7 +434,7 @@ t_link_retries() {
 	[ "$n" -gt "$retries_before" ]
 }
 
-ktap_set_plan 23
+ktap_set_plan 24
 ktap_test_result "insmod ub.ko" insmod "$MODULE"
 ktap_test_result "links up, address and route configured" t_config
 ktap_test_result "the peer answers" t_peer
@@ -375,6 +451,7 @@ ktap_test_result "ubctl tp show: the stream's channel in RTS, packets counted; m
 ktap_test_result "ubctl tp show of an unknown TPN fails, naming it" t_tp_unknown
 ktap_test_result "link retries on this guest's links" t_link_retries
 t_clear
+ktap_test_result "forged packets to a live channel: wrong source counted, far PSN and replays dropped, stream intact" t_forged
 ktap_test_result "the sender closed before the receiver bound: every message still read" t_late_reader
 ktap_test_result "in-kernel API: samples/ub/ub_echo.ko echoes 50 messages to vm1, intact" t_kernel_echo
 ktap_test_result "plane 1 of vm1 pulled mid-stream: nothing lost" t_plane_down

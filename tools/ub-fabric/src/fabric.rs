@@ -12,6 +12,7 @@ use ub_proto::link::engine::MIN_TX_BUFFER;
 use ub_proto::net::route::RouteEntry;
 
 use crate::device::{Controller, ControllerConfig, HostileCase, Interrupts};
+use crate::forge::{ForgeArgs, ForgeSpec, Forger, DEFAULT_WITHIN_MS};
 use crate::mem::GuestMemory;
 use crate::phy::{Arrival, PhyParams, Wire};
 use crate::switch::{Packet, Switch, SwitchFaults, SwitchParams};
@@ -116,6 +117,44 @@ pub enum Command {
         #[serde(default)]
         count: Option<u64>,
     },
+    /// Queue forged RTP data packets towards a host port
+    /// (`Documentation/ub/fabric.rst`, "Forged packets"; `crate::forge`).
+    /// Fields left out are taken from the channel's next data packet.
+    Forge {
+        /// The host port, `"node.port"`, or a host, `"node"` (whichever of
+        /// its ports the channel's next packet takes).
+        port: String,
+        /// Destination TPN.
+        dst_tpn: u32,
+        /// Source address (IPv4, IPv6 or `cna24:0x...`).
+        #[serde(default)]
+        src: Option<String>,
+        /// Destination address.
+        #[serde(default)]
+        dst: Option<String>,
+        /// Source TPN.
+        #[serde(default)]
+        src_tpn: Option<u32>,
+        /// PSN.
+        #[serde(default)]
+        psn: Option<u32>,
+        /// PSN: the observed packet's plus this.
+        #[serde(default)]
+        psn_ahead: Option<u32>,
+        /// Resend the observed packet unchanged.
+        #[serde(default)]
+        replay: bool,
+        /// Copies (default 1).
+        #[serde(default)]
+        count: Option<u32>,
+        /// Payload bytes.
+        #[serde(default)]
+        payload_len: Option<u32>,
+        /// How long to wait for the channel's traffic, in ms (default
+        /// 5000).
+        #[serde(default)]
+        within_ms: Option<u64>,
+    },
 }
 
 /// The fabric.
@@ -133,6 +172,7 @@ pub struct Fabric {
     arrivals: Vec<Arrival>,
     packets: Vec<Packet>,
     pending_flaps: VecDeque<(u64, usize)>,
+    forger: Forger,
 }
 
 impl std::fmt::Debug for Fabric {
@@ -238,6 +278,7 @@ impl Fabric {
             arrivals: Vec::new(),
             packets: Vec::new(),
             pending_flaps: VecDeque::new(),
+            forger: Forger::default(),
         };
         f.compute_routes();
         f
@@ -535,6 +576,7 @@ impl Fabric {
                 self.arrivals = arr;
             }
         }
+        self.forger.expire(now);
         // Switch timers and held packets.
         for sw in &mut self.switches {
             for port in &mut sw.ports {
@@ -591,7 +633,15 @@ impl Fabric {
                     }
                 }
                 for pkt in pkts.drain(..) {
-                    sw.forward(now, p, pkt);
+                    // A copy only while a forgery waits for this packet.
+                    let seen = self.forger.wants(s, &pkt).then(|| pkt.clone());
+                    let out = sw.forward(now, p, pkt);
+                    if let (Some(seen), Some(out)) = (seen, out) {
+                        let forged = self.forger.observe(s, out, &seen);
+                        // The genuine packet was just queued there, so
+                        // the port is up.
+                        let _ = sw.inject(out, forged);
+                    }
                 }
                 self.packets = pkts;
             }
@@ -736,7 +786,7 @@ impl Fabric {
                 })
             })
             .collect();
-        json!({"hosts": hosts, "switches": switches, "links": links})
+        json!({"hosts": hosts, "switches": switches, "links": links, "forge": self.forger.to_json()})
     }
 
     /// Applies a control command; returns its JSON answer.
@@ -853,6 +903,95 @@ impl Fabric {
                     "armed": count,
                     "hostile": ctrl.hostile(p),
                 }))
+            }
+            Command::Forge {
+                port,
+                dst_tpn,
+                src,
+                dst,
+                src_tpn,
+                psn,
+                psn_ahead,
+                replay,
+                count,
+                payload_len,
+                within_ms,
+            } => {
+                // A host port, or a host: whichever of its ports the
+                // channel's traffic takes.
+                let ports: Vec<End> = match self.topo.end(port) {
+                    Ok(e @ End::Host(..)) => vec![e],
+                    _ => match self.topo.hosts.iter().position(|h| &h.name == port) {
+                        Some(h) => (0..self.topo.hosts[h].ports as usize)
+                            .map(|p| End::Host(h, p))
+                            .collect(),
+                        None => {
+                            return Err(CommandError::Unknown(format!(
+                                "host or host port {port} (forged packets go to a host)"
+                            )))
+                        }
+                    },
+                };
+                let at: Vec<(usize, usize)> = ports
+                    .iter()
+                    .filter_map(|&e| match self.peer(e) {
+                        Some(End::Switch(s, sp)) => Some((s, sp)),
+                        _ => None,
+                    })
+                    .collect();
+                let Some(&(s, sp)) = at.first() else {
+                    return Err(CommandError::Invalid(format!(
+                        "{port} faces no switch (forged packets are queued at the switch port facing it)"
+                    )));
+                };
+                let spec = ForgeSpec::new(&ForgeArgs {
+                    dst_tpn: *dst_tpn,
+                    src: src.as_deref(),
+                    dst: dst.as_deref(),
+                    src_tpn: *src_tpn,
+                    psn: *psn,
+                    psn_ahead: *psn_ahead,
+                    replay: *replay,
+                    count: *count,
+                    payload_len: *payload_len,
+                })
+                .map_err(|e| CommandError::Invalid(e.to_string()))?;
+                if spec.complete() {
+                    if ports.len() != 1 {
+                        return Err(CommandError::Invalid(format!(
+                            "{port}: a packet built from its fields goes to one host port (node.port)"
+                        )));
+                    }
+                    if within_ms.is_some() {
+                        return Err(CommandError::Invalid(
+                            "within_ms: a packet built from its fields is sent at once".into(),
+                        ));
+                    }
+                    let via = self.topo.end_name(End::Switch(s, sp));
+                    let pkt = spec
+                        .build()
+                        .map_err(|e| CommandError::Invalid(e.to_string()))?;
+                    let pkts = vec![pkt; spec.count as usize];
+                    let n = self.switches[s]
+                        .inject(sp, pkts)
+                        .map_err(|e| CommandError::Invalid(format!("{via}: {e}")))?;
+                    self.forger.counters.injected += n as u64;
+                    return Ok(json!({"ok": true, "port": port, "via": via, "injected": n}));
+                }
+                let via: Vec<String> = at
+                    .iter()
+                    .map(|&(s, sp)| self.topo.end_name(End::Switch(s, sp)))
+                    .collect();
+                self.forger
+                    .arm(
+                        spec.clone(),
+                        port,
+                        at,
+                        now,
+                        within_ms.unwrap_or(DEFAULT_WITHIN_MS),
+                    )
+                    .map_err(|e| CommandError::Invalid(e.to_string()))?;
+                Ok(json!({"ok": true, "port": port, "via": via, "armed": spec.to_json()}))
             }
         }
     }

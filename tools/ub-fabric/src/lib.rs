@@ -10,7 +10,9 @@
 //! - [`topology`] and [`fabric`]: the TOML topology and the whole fabric,
 //!   stepped by an injected clock;
 //! - [`vfio`]: the vfio-user server that serves a controller to QEMU;
-//! - [`control`]: the control socket (faults, JSON counters);
+//! - [`forge`]: forged RTP data packets queued towards a host port;
+//! - [`control`]: the control socket (faults, forged packets, JSON
+//!   counters);
 //! - [`daemon`]: the daemon loop tying them together.
 //!
 //! The register map lives in `ub_proto::controller`, shared with the
@@ -21,6 +23,7 @@ pub mod control;
 pub mod daemon;
 pub mod device;
 pub mod fabric;
+pub mod forge;
 pub mod mem;
 pub mod phy;
 pub mod rng;

@@ -118,6 +118,49 @@ enum Cmd {
         #[arg(long, default_value_t = 1)]
         count: u64,
     },
+    /// Queue forged RTP data packets towards a host port, at the switch
+    /// port facing it (see Documentation/ub/fabric.rst, "Forged packets").
+    /// Given --src, --dst, --src-tpn and --psn, the packet is built from
+    /// them and sent at once; otherwise what is left out is taken from the
+    /// channel's next data packet towards the port.
+    Forge {
+        /// Control socket.
+        #[arg(long, default_value = "/tmp/ub-fabric/control.sock")]
+        control: PathBuf,
+        /// The host port, `node.port`, or a host, `node`: whichever of its
+        /// ports the channel's next packet takes.
+        port: String,
+        /// The destination TPN (the channel at that host).
+        #[arg(long)]
+        dst_tpn: u32,
+        /// Source address: IPv4, IPv6 or cna24:0xNNNNNN.
+        #[arg(long)]
+        src: Option<String>,
+        /// Destination address.
+        #[arg(long)]
+        dst: Option<String>,
+        /// Source TPN.
+        #[arg(long)]
+        src_tpn: Option<u32>,
+        /// PSN.
+        #[arg(long, conflicts_with = "psn_ahead")]
+        psn: Option<u32>,
+        /// PSN: the observed packet's plus this (modulo 2^24).
+        #[arg(long)]
+        psn_ahead: Option<u32>,
+        /// Resend the observed packet unchanged.
+        #[arg(long, conflicts_with_all = ["src", "dst", "src_tpn", "psn", "psn_ahead", "payload_len"])]
+        replay: bool,
+        /// Copies.
+        #[arg(long, default_value_t = 1)]
+        count: u32,
+        /// Payload bytes (default: the observed packet's, or 64).
+        #[arg(long)]
+        payload_len: Option<u32>,
+        /// How long to wait for the channel's traffic, in ms (default 5000).
+        #[arg(long)]
+        within_ms: Option<u64>,
+    },
 }
 
 fn print_answer(v: &serde_json::Value) -> anyhow::Result<()> {
@@ -227,6 +270,35 @@ fn main() -> anyhow::Result<()> {
             };
             print_answer(&control::request(&control, &cmd)?)
         }
+        Cmd::Forge {
+            control,
+            port,
+            dst_tpn,
+            src,
+            dst,
+            src_tpn,
+            psn,
+            psn_ahead,
+            replay,
+            count,
+            payload_len,
+            within_ms,
+        } => {
+            let cmd = Command::Forge {
+                port,
+                dst_tpn,
+                src,
+                dst,
+                src_tpn,
+                psn,
+                psn_ahead,
+                replay,
+                count: Some(count),
+                payload_len,
+                within_ms,
+            };
+            print_answer(&control::request(&control, &cmd)?)
+        }
     }
 }
 
@@ -296,5 +368,95 @@ mod tests {
             .expect_err("unknown case")
             .to_string();
         assert!(err.contains("garbage-flits"), "lists the cases: {err}");
+    }
+
+    #[test]
+    fn forge_arguments() {
+        let cli = Cli::try_parse_from([
+            "ub-fabric",
+            "forge",
+            "vm0.0",
+            "--dst-tpn",
+            "7",
+            "--src",
+            "10.0.9.100",
+            "--psn-ahead",
+            "1",
+            "--count",
+            "3",
+        ])
+        .expect("parses");
+        let Cmd::Forge {
+            port,
+            dst_tpn,
+            src,
+            psn,
+            psn_ahead,
+            replay,
+            count,
+            ..
+        } = cli.cmd
+        else {
+            panic!("not the forge subcommand: {cli:?}");
+        };
+        assert_eq!(
+            (
+                port.as_str(),
+                dst_tpn,
+                src.as_deref(),
+                psn,
+                psn_ahead,
+                replay,
+                count
+            ),
+            ("vm0.0", 7, Some("10.0.9.100"), None, Some(1), false, 3)
+        );
+        let cli =
+            Cli::try_parse_from(["ub-fabric", "forge", "vm0.0", "--dst-tpn", "1", "--replay"])
+                .expect("replay");
+        assert!(matches!(
+            cli.cmd,
+            Cmd::Forge {
+                replay: true,
+                count: 1,
+                ..
+            }
+        ));
+        for bad in [
+            &["ub-fabric", "forge", "vm0.0"][..],
+            &["ub-fabric", "forge", "vm0.0", "--dst-tpn", "-1"],
+            &[
+                "ub-fabric",
+                "forge",
+                "vm0.0",
+                "--dst-tpn",
+                "1",
+                "--psn",
+                "1",
+                "--psn-ahead",
+                "2",
+            ],
+            &[
+                "ub-fabric",
+                "forge",
+                "vm0.0",
+                "--dst-tpn",
+                "1",
+                "--replay",
+                "--src-tpn",
+                "2",
+            ],
+            &[
+                "ub-fabric",
+                "forge",
+                "vm0.0",
+                "--dst-tpn",
+                "1",
+                "--count",
+                "many",
+            ],
+        ] {
+            assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -136,6 +136,17 @@ pub fn host_port_config(wait_timeout_ns: u64) -> LinkConfig {
     }
 }
 
+/// Why [`Switch::inject`] queued nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InjectError {
+    /// The switch has no such port.
+    #[error("no such switch port")]
+    NoPort,
+    /// The port's data link is not up (DLL_Normal).
+    #[error("the switch port's data link is not up")]
+    LinkDown,
+}
+
 /// Why [`Switch::route`] found no egress port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum NoEgress {
@@ -469,6 +480,8 @@ pub struct SwitchCounters {
     pub sprayed: u64,
     /// Per-flow hashed choices.
     pub hashed: u64,
+    /// Forged packets queued at a port (`Switch::inject`).
+    pub injected_forgeries: u64,
 }
 
 /// The destination of a packet for routing: address and width in bits.
@@ -676,42 +689,44 @@ impl Switch {
             .ok_or(NoEgress::NoRoute)
     }
 
-    /// Forwards a packet received on `ingress`.
-    pub fn forward(&mut self, now: u64, ingress: usize, mut p: Packet) {
+    /// Forwards a packet received on `ingress`. Returns the egress port
+    /// if the packet was queued last there (not dropped, not held back for
+    /// reordering).
+    pub fn forward(&mut self, now: u64, ingress: usize, mut p: Packet) -> Option<usize> {
         self.counters.rx_packets += 1;
         let f = self.params.faults;
         if self.rng.chance(f.drop) {
             self.counters.injected_drops += 1;
-            return;
+            return None;
         }
         let Some(mut hdr) = parse_header(&p) else {
             self.counters.bad_header += 1;
-            return;
+            return None;
         };
         let out = match self.route(&hdr, p.rt, ingress) {
             Ok(out) => out,
             Err(NoEgress::NoRoute) => {
                 self.counters.no_route += 1;
-                return;
+                return None;
             }
             Err(NoEgress::LinkDown) => {
                 self.counters.link_down_drops += 1;
-                return;
+                return None;
             }
         };
         let Some(port) = self.ports.get_mut(out) else {
             self.counters.no_route += 1;
-            return;
+            return None;
         };
         if !port.link.is_up() {
             self.counters.link_down_drops += 1;
-            return;
+            return None;
         }
         let vl = p.vl;
         let depth = port.egress.depth(vl);
         if depth + p.payload.len() > self.params.queue_limit_bytes {
             self.counters.queue_drops += 1;
-            return;
+            return None;
         }
         // Congestion marking from the egress queue depth.
         let local = if depth >= self.params.mark_severe_bytes {
@@ -747,12 +762,31 @@ impl Switch {
         if hold && port.egress.held.is_none() {
             self.counters.injected_reorders += 1;
             port.egress.held = Some((now, p));
-            return;
+            return None;
         }
         port.egress.push(p);
         if let Some((_, h)) = port.egress.held.take() {
             port.egress.push(h);
+            return None;
         }
+        Some(out)
+    }
+
+    /// Queues packets that did not come in on any port (forged ones,
+    /// `crate::forge`) at the tail of `port`'s egress, where its data link
+    /// engine sends them like forwarded packets. Refused (nothing queued)
+    /// if the port does not exist or its data link is not up.
+    pub fn inject(&mut self, port: usize, pkts: Vec<Packet>) -> Result<usize, InjectError> {
+        let p = self.ports.get_mut(port).ok_or(InjectError::NoPort)?;
+        if !p.link.is_up() {
+            return Err(InjectError::LinkDown);
+        }
+        let n = pkts.len();
+        for pkt in pkts {
+            p.egress.push(pkt);
+        }
+        self.counters.injected_forgeries += n as u64;
+        Ok(n)
     }
 
     /// Releases packets held for reordering that found no successor
