@@ -367,7 +367,7 @@ impl_has_hr_timer! {
 /// The endpoint's configuration: no address and no route until user space
 /// configures them (`ubctl addr add`, `ubctl route add`).
 fn endpoint_config(ports: u32) -> Result<EndpointConfig> {
-    let max_packet = MAX_PACKET.min(max_dlldp_payload(Mode::Crc));
+    let max_packet = endpoint_max_packet();
     Ok(EndpointConfig {
         local: LocalAddrs::default(),
         npi_mode: NpiMode::Strict(Npi::DEFAULT),
@@ -1344,6 +1344,12 @@ impl HrTimerCallback for Net {
 /// created (memory charged at creation), so the driver bounds it.
 pub(crate) const TP_NEW_MAX_SEND_WINDOW: u32 = 65_536;
 
+/// The largest network packet the endpoint sends: what one DLLDP of a
+/// port carries (`EndpointConfig::max_packet`).
+fn endpoint_max_packet() -> usize {
+    MAX_PACKET.min(max_dlldp_payload(Mode::Crc))
+}
+
 /// What a live channel's `tp-set` may change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum TpChange {
@@ -1439,6 +1445,14 @@ impl Net {
                 Some(Field::SendWindow),
             ));
         }
+        // The spec's rules first, whatever addresses the device has, so
+        // that a forbidden configuration is named as such.
+        if matches!(remote, Addr::Cna16(_)) {
+            return Err(open_refusal(OpenError::Config(ConfigError::RtpFormat)));
+        }
+        let max_packet = u32::try_from(endpoint_max_packet()).unwrap_or(u32::MAX);
+        cfg.validate(remote.net_header_len(), max_packet)
+            .map_err(|e| open_refusal(OpenError::Config(e)))?;
         let tpn = {
             let mut st = self.state.lock();
             if st.unclaimed() >= MAX_UNCLAIMED {
