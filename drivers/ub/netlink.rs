@@ -1381,6 +1381,21 @@ fn channel_config(a: &TpAttrs, base: ChannelConfig) -> Result<ChannelConfig, Ref
             }
         }
     }
+    if cfg.fast_retransmit && per_packet {
+        // The endpoint refuses it too; here the extended ACK can point at
+        // the attribute the request gave (fast retransmission is on by
+        // default).
+        let field = if a.fast_retransmit == Some(true) {
+            Field::FastRetransmit
+        } else {
+            Field::LoadBalance
+        };
+        return Err(Refusal::of(
+            field,
+            EINVAL,
+            c"fast retransmit cannot be combined with per-packet load balancing (UB spec table 6-7; fast retransmit is on unless turned off)",
+        ));
+    }
     if let Some(k) = a.lb_key {
         // The policy bounds it to 16 bits.
         cfg.lb_key = u16::try_from(k).unwrap_or(u16::MAX);
