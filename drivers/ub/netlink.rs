@@ -2204,6 +2204,166 @@ mod tests {
         }
     }
 
+    /// The attributes of `tp-new` over the driver's defaults, and the
+    /// rules between them, each refusal naming its attribute.
+    #[test]
+    fn tp_new_configs() {
+        let base = crate::ub_net::tp_config();
+        let cfg = |a: TpAttrs| channel_config(&a, base);
+        // Nothing given: the driver's configuration as it is.
+        assert_eq!(cfg(TpAttrs::default()).ok(), Some(base));
+        let c = cfg(TpAttrs {
+            mode: Some(uapi::UB_TP_MODE_GO_BACK_N),
+            ooo_window: Some(512),
+            rto_base_us: Some(20_000),
+            mtu: Some(1024),
+            cc: Some(uapi::UB_TP_CC_LDCP),
+            lb_key: Some(50_000),
+            ..TpAttrs::default()
+        })
+        .ok();
+        assert_eq!(c.map(|c| c.mode), Some(RetransmitMode::GoBackN));
+        // Go-Back-N with fast retransmission holds nothing out of order.
+        assert_eq!(c.map(|c| c.rx_slots), Some(0));
+        assert_eq!(c.map(|c| c.ooo_window), Some(512));
+        assert_eq!(
+            c.map(|c| c.rto),
+            Some(RtoConfig::Dynamic {
+                base_us: 20_000,
+                n: 1
+            })
+        );
+        assert_eq!(c.map(|c| (c.mtu, c.cc.mtu)), Some((1024, 1024)));
+        assert_eq!(c.map(|c| c.cc.alg), Some(CcAlgorithm::Ldcp));
+        assert_eq!(c.map(|c| c.lb_key), Some(50_000));
+        let sprayed = cfg(TpAttrs {
+            fast_retransmit: Some(false),
+            load_balance: Some(uapi::UB_LOAD_BALANCE_PER_PACKET),
+            ..TpAttrs::default()
+        })
+        .ok();
+        assert_eq!(
+            sprayed.map(|c| c.lb),
+            Some(LoadBalance::PerPacket { range_log2: 4 })
+        );
+        assert_eq!(sprayed.map(|c| c.rx_slots), Some(256));
+        for (a, field, errno) in [
+            (
+                TpAttrs {
+                    transport: Some(uapi::UB_TP_TRANSPORT_CTP),
+                    ..TpAttrs::default()
+                },
+                Field::Transport,
+                EOPNOTSUPP,
+            ),
+            (
+                TpAttrs {
+                    rto_static_us: Some(512),
+                    rto_base_us: Some(100),
+                    ..TpAttrs::default()
+                },
+                Field::RtoBase,
+                EINVAL,
+            ),
+            (
+                TpAttrs {
+                    rto_n: Some(2),
+                    ..TpAttrs::default()
+                },
+                Field::RtoN,
+                EINVAL,
+            ),
+            (
+                TpAttrs {
+                    lb_range: Some(2),
+                    ..TpAttrs::default()
+                },
+                Field::LbRange,
+                EINVAL,
+            ),
+            // Fast retransmission is on by default: the refusal points at
+            // the attribute given.
+            (
+                TpAttrs {
+                    load_balance: Some(uapi::UB_LOAD_BALANCE_PER_PACKET),
+                    ..TpAttrs::default()
+                },
+                Field::LoadBalance,
+                EINVAL,
+            ),
+            (
+                TpAttrs {
+                    fast_retransmit: Some(true),
+                    load_balance: Some(uapi::UB_LOAD_BALANCE_PER_PACKET),
+                    ..TpAttrs::default()
+                },
+                Field::FastRetransmit,
+                EINVAL,
+            ),
+        ] {
+            let r = cfg(a).err();
+            assert_eq!(r.and_then(|r| r.field), Some(field));
+            assert_eq!(r.map(|r| r.errno.to_errno()), Some(errno.to_errno()));
+        }
+    }
+
+    /// `tp-set` changes the state only, to suspended or rts.
+    #[test]
+    fn tp_set_changes() {
+        let none = TpAttrs::default();
+        assert_eq!(
+            tp_change(&none, Some(uapi::UB_TP_STATE_SUSPENDED)).ok(),
+            Some(TpChange::Suspend)
+        );
+        assert_eq!(
+            tp_change(&none, Some(uapi::UB_TP_STATE_RTS)).ok(),
+            Some(TpChange::Resume)
+        );
+        let r = tp_change(&none, Some(uapi::UB_TP_STATE_ERR)).err();
+        assert_eq!(r.and_then(|r| r.field), Some(Field::State));
+        let r = tp_change(&none, None).err();
+        assert!(r.is_some_and(|r| r.field.is_none()));
+        let mtu = TpAttrs {
+            mtu: Some(1024),
+            ..TpAttrs::default()
+        };
+        let r = tp_change(&mtu, Some(uapi::UB_TP_STATE_RTS)).err();
+        assert_eq!(r.and_then(|r| r.field), Some(Field::Mtu));
+        assert_eq!(r.map(|r| r.errno.to_errno()), Some(EOPNOTSUPP.to_errno()));
+    }
+
+    /// Every refusal of a channel the endpoint will not open points at an
+    /// attribute of `tp-new`'s request, if at any.
+    #[test]
+    fn open_refusals_point_at_tp_new_attrs() {
+        use crate::host::{ConfigError as C, OpenError as O};
+        for e in [
+            O::Config(C::OooWindow(384)),
+            O::Config(C::SendWindow(0)),
+            O::Config(C::RtoBase(1)),
+            O::Config(C::StaticRtoLevel(1000)),
+            O::Config(C::FastRetransmitWithPerPacketLb),
+            O::Config(C::Mtu {
+                mtu: 9000,
+                max: 4096,
+            }),
+            O::Config(C::SprayRange(15)),
+            O::Config(C::RtpFormat),
+            O::Config(C::NoLocalAddress),
+            O::Config(C::Zero),
+            O::TableFull,
+            O::Alloc,
+            O::Exists,
+        ] {
+            let r = crate::ub_net::open_refusal(e);
+            if let Some(f) = r.field {
+                let a = field_attr(AttrSet::Tp, f);
+                assert!(a.is_some_and(|a| a <= maxattr::TP_NEW_DO));
+            }
+            assert!(!r.msg.to_bytes().is_empty());
+        }
+    }
+
     #[test]
     fn tp_enums() {
         let states = [
