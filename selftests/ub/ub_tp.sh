@@ -287,6 +287,27 @@ t_tp_add() {
 	SIZES=${saved#* }
 	return $rc
 }
+# A listen bind claims a channel made with ubctl too: vm1 opens channel 115
+# to vm0 with ubctl tp add and listens for it (ub-tp recv, the listen
+# bind takes its own unclaimed channel); vm0's ub-tp send binds the
+# channel vm1 opened. vm0 waits until vm1's channel is there (otherwise
+# its connect would open one towards vm1 first, and vm1's tp add would find
+# that one: EEXIST).
+t_tp_add_listen() {
+	if [ "$guest" = 0 ]; then
+		sleep 2
+		"$UBTP" send --dev 0 --to "$them" --key 115 --count 20 --sizes 1-65536 --seed 115 \
+			--timeout-ms 60000 > /tmp/ub-tp.out 2>&1
+	else
+		tpn=$("$UBCTL" tp add 0 remote "$them" key 115 mtu 2048) || return 1
+		"$UBTP" recv --dev 0 --from "$them" --key 115 --count 20 --sizes 1-65536 --seed 115 \
+			--timeout-ms 60000 --info > /tmp/ub-tp.out 2>&1
+	fi
+	rc=$?
+	sed 's/^/# /' /tmp/ub-tp.out | head -n 3
+	[ "$guest" = 0 ] || grep -Eq "error [0-9]+ tpn $tpn " /tmp/ub-tp.out || { echo "# not TPN $tpn"; rc=1; }
+	return $rc
+}
 t_tp_del() {
 	if [ "$guest" = 0 ]; then
 		timeout 40 "$UBTP" recv --dev 0 --from "$them" --key 114 --count 100000 --sizes 4096 \
@@ -400,7 +421,7 @@ t_link_retries() {
 	[ "$n" -gt "$retries_before" ]
 }
 
-ktap_set_plan 23
+ktap_set_plan 24
 ktap_test_result "insmod ub.ko" insmod "$MODULE"
 ktap_test_result "links up, address and route configured" t_config
 ktap_test_result "the peer answers" t_peer
@@ -416,6 +437,7 @@ ktap_test_result "ubctl tp show of an unknown TPN fails, naming it" t_tp_unknown
 ktap_test_result "link retries on this guest's links" t_link_retries
 t_clear
 ktap_test_result "ubctl tp add: non-default attributes agreed, suspend/resume, claimed by ub-tp send" t_tp_add
+ktap_test_result "ubctl tp add, then a listen bind claims the channel" t_tp_add_listen
 ktap_test_result "ubctl tp del mid-stream: writer gets ECONNABORTED, channel gone" t_tp_del
 ktap_test_result "the sender closed before the receiver bound: every message still read" t_late_reader
 ktap_test_result "in-kernel API: samples/ub/ub_echo.ko echoes 50 messages to vm1, intact" t_kernel_echo
