@@ -20,6 +20,21 @@ if [ -x "$HOME/.cargo/bin/cargo" ]; then
 fi
 mkdir -p "$UB_CACHE"
 
+# Cargo's output: ./target, or the caller's CARGO_TARGET_DIR. CI
+# (UB_CARGO_CACHE=1, set by .ci/run) keeps it in the cache instead, keyed
+# by Cargo.lock and the toolchain, so that a clean clone does not build
+# every crate of the registry again (four times: check, test, release and
+# the guests' static binaries); only the workspace's own crates rebuild.
+# Incremental data would only grow there. Older keys are removed.
+if [ "${UB_CARGO_CACHE:-0}" = 1 ] && [ -z "${CARGO_TARGET_DIR:-}" ]; then
+	cargo_key=$( (cat "$UB_ROOT/Cargo.lock" && rustc -V) | sha256sum | cut -c1-16)
+	export CARGO_TARGET_DIR=$UB_CACHE/cargo-target-$cargo_key CARGO_INCREMENTAL=0
+	for d in "$UB_CACHE"/cargo-target-*; do
+		[ "$d" = "$CARGO_TARGET_DIR" ] || rm -rf "$d"
+	done
+fi
+CARGO_TARGET=${CARGO_TARGET_DIR:-$UB_ROOT/target}
+
 BINDGEN_DIR=$UB_CACHE/bindgen-$BINDGEN_VERSION
 # Debian versions contain ':' and '~'; keep directory names plain.
 ub_key() { printf '%s' "$1" | tr ':~+' '___'; }
@@ -104,7 +119,7 @@ module_args() { # DIR
 build_guest_bins() {
 	RUSTFLAGS="-C target-feature=+crt-static" \
 		cargo build --release --locked -q -p ub-proto-check -p ubctl -p ub-tp --target x86_64-unknown-linux-gnu
-	local rel=$UB_ROOT/target/x86_64-unknown-linux-gnu/release
+	local rel=$CARGO_TARGET/x86_64-unknown-linux-gnu/release
 	GUEST_BINS=(--bin "$rel/ub-proto-check" --bin "$rel/ubctl" --bin "$rel/ub-nlcheck"
 		--bin "$rel/ub-tp" --bin "$rel/ubperf")
 }

@@ -36,7 +36,8 @@ use kernel::{
 };
 
 use crate::channel::TpChannel;
-use crate::host::{Addr, ChannelConfig, LoadBalance};
+use crate::group::{TpGroup, GROUP_HEADER_LEN, MAX_MEMBERS};
+use crate::host::{Addr, ChannelConfig, ChannelCounters, LoadBalance};
 use crate::transport::cm::ChannelState;
 use crate::transport::RetransmitMode;
 use crate::ub_net::{tp_config, Net};
@@ -85,7 +86,8 @@ pub(crate) struct UbTpBind {
     tpn: u32,
     peer_tpn: u32,
     max_message: u32,
-    reserved: [u32; 8],
+    members: u32,
+    reserved: [u32; 7],
 }
 
 /// `struct ub_tp_info`.
@@ -110,7 +112,51 @@ struct UbTpInfo {
     rto_expiries: u64,
     rx_duplicates: u64,
     rx_invalid_psn: u64,
-    reserved: [u64; 6],
+    members: u32,
+    reserved1: u32,
+    reserved: [u64; 5],
+}
+
+impl UbTpInfo {
+    /// All fields zero.
+    const fn zeroed() -> Self {
+        Self {
+            version: 0,
+            state: 0,
+            error: 0,
+            tpn: 0,
+            peer_tpn: 0,
+            rx_queued: 0,
+            tx_messages: 0,
+            tx_acked: 0,
+            rx_messages: 0,
+            tx_packets: 0,
+            rx_packets: 0,
+            rtx_fast: 0,
+            rtx_rto: 0,
+            rtx_mark_psn: 0,
+            rtx_go_back_n: 0,
+            rto_expiries: 0,
+            rx_duplicates: 0,
+            rx_invalid_psn: 0,
+            members: 0,
+            reserved1: 0,
+            reserved: [0; 5],
+        }
+    }
+
+    /// Adds a channel's transport counters (a group's are its members').
+    fn add(&mut self, c: &ChannelCounters) {
+        self.tx_packets += c.tx_packets;
+        self.rx_packets += c.rx_packets;
+        self.rtx_fast += c.rtx_fast;
+        self.rtx_rto += c.rtx_rto;
+        self.rtx_mark_psn += c.rtx_mark_psn;
+        self.rtx_go_back_n += c.rtx_go_back_n;
+        self.rto_expiries += c.rto_expiries;
+        self.rx_duplicates += c.rx_duplicates;
+        self.rx_invalid_psn += c.rx_invalid_psn;
+    }
 }
 
 // The C header's layout, without padding (so every byte is a field).
@@ -179,6 +225,9 @@ pub(crate) struct BindRequest {
     pub(crate) remote: Option<Addr>,
     /// The channel's configuration.
     pub(crate) cfg: ChannelConfig,
+    /// Channels of the TP Channel Group the file becomes (1: one channel,
+    /// no group).
+    pub(crate) members: u32,
 }
 
 impl BindRequest {
@@ -190,8 +239,9 @@ impl BindRequest {
         if b.version != ABI_VERSION {
             return Err(EPROTONOSUPPORT);
         }
-        if b.reserved != [0; 8]
+        if b.reserved != [0; 7]
             || b.reserved0 != [0; 3]
+            || b.members > MAX_MEMBERS
             || b.flags & !UB_TP_BIND_FLAGS != 0
             || b.attr_flags & !UB_TP_ATTR_FLAGS != 0
             || !matches!(b.retransmit, UB_TP_GO_BACK_N | UB_TP_SELECTIVE)
@@ -235,8 +285,16 @@ impl BindRequest {
             listen,
             remote,
             cfg,
+            members: b.members.max(1),
         })
     }
+}
+
+/// A file's one channel, as the list of its channels.
+fn one(ch: Arc<TpChannel>) -> Result<KVec<Arc<TpChannel>>> {
+    let mut v = KVec::with_capacity(1, GFP_KERNEL)?;
+    v.push_within_capacity(ch).map_err(|_| ENOMEM)?;
+    Ok(v)
 }
 
 /// The `UB_TP_STATE_*` of a channel.
@@ -263,12 +321,36 @@ fn kiocb_nonblock<T: ForeignOwnable>(k: &Kiocb<'_, T>) -> bool {
     f_flags & bindings::O_NONBLOCK != 0
 }
 
-/// A channel bound to a file.
+/// What a file is bound to.
+#[derive(Clone)]
+enum Target {
+    /// One RTP channel.
+    Channel(Arc<TpChannel>),
+    /// A TP Channel Group (`group.rs`).
+    Group(Arc<TpGroup>),
+}
+
+/// A channel or group bound to a file.
 #[derive(Clone)]
 struct Bound {
     net: Arc<Net>,
-    ch: Arc<TpChannel>,
+    target: Target,
     max_message: u32,
+}
+
+impl Bound {
+    /// The channels the file holds.
+    fn channels(&self) -> &[Arc<TpChannel>] {
+        match &self.target {
+            Target::Channel(c) => core::slice::from_ref(c),
+            Target::Group(g) => &g.members,
+        }
+    }
+
+    /// Tears the file's channels down.
+    fn close(&self) {
+        crate::group::close_members(&self.net, self.channels());
+    }
 }
 
 /// One open `/dev/ub_tp` (see the module documentation).
@@ -282,7 +364,7 @@ pub(crate) struct TpFile {
 impl PinnedDrop for TpFile {
     fn drop(self: Pin<&mut Self>) {
         if let Some(b) = self.bound.lock().take() {
-            b.net.channel_close(&b.ch);
+            b.close();
         }
     }
 }
@@ -316,42 +398,61 @@ impl TpFile {
         // One deadline for the whole call: waiting for the peer, then for
         // RTS.
         let start = crate::port::now_ns();
-        let ch = match remote {
-            Some(r) if !listen => net.channel_connect(r, b.key, cfg)?,
-            from => net.channel_listen(from, b.key, timeout, nonblock)?,
+        let n = req.members;
+        let members = match remote {
+            Some(r) if !listen && n > 1 => crate::group::connect_members(&net, r, b.key, n, cfg)?,
+            from if n > 1 => net.channel_listen_group(from, b.key, n, timeout, nonblock)?,
+            from => {
+                let ch = match from {
+                    Some(r) if !listen => net.channel_connect(r, b.key, cfg)?,
+                    from => net.channel_listen(from, b.key, timeout, nonblock)?,
+                };
+                one(ch.clone()).inspect_err(|_| net.channel_close(&ch))?
+            }
         };
-        let max_message = cfg.max_message;
+        let close = |e: Error| {
+            crate::group::close_members(&net, &members);
+            e
+        };
         if !nonblock {
-            let spent_ms = crate::port::now_ns().saturating_sub(start) / 1_000_000;
-            let left = u64::from(timeout).saturating_sub(spent_ms).max(1);
-            if let Err(e) = ch.wait_rts(u32::try_from(left).unwrap_or(timeout)) {
-                net.channel_close(&ch);
-                return Err(e);
+            for ch in members.iter() {
+                let spent_ms = crate::port::now_ns().saturating_sub(start) / 1_000_000;
+                let left = u64::from(timeout).saturating_sub(spent_ms).max(1);
+                ch.wait_rts(u32::try_from(left).unwrap_or(timeout))
+                    .map_err(close)?;
             }
         }
-        b.tpn = ch.tpn;
-        b.peer_tpn = net.channel_stats(&ch).0.unwrap_or(0);
+        let first = members.first().ok_or(EINVAL)?.clone();
+        let (target, max_message) = if n > 1 {
+            let g = TpGroup::new(&net, &members).map_err(close)?;
+            let max = cfg.max_message.saturating_sub(GROUP_HEADER_LEN as u32);
+            (Target::Group(g), max)
+        } else {
+            (Target::Channel(first.clone()), cfg.max_message)
+        };
+        b.tpn = first.tpn;
+        b.peer_tpn = net.channel_stats(&first).0.unwrap_or(0);
         b.max_message = max_message;
         // The answer goes out before the file is bound: a bind whose answer
         // cannot be written (EFAULT) leaves the file unbound.
-        if let Err(e) = writer.write(&b) {
-            net.channel_close(&ch);
-            return Err(e);
-        }
+        writer.write(&b).map_err(close)?;
         {
             let mut g = self.bound.lock();
             if g.is_some() {
                 drop(g);
-                net.channel_close(&ch);
-                return Err(EISCONN);
+                return Err(close(EISCONN));
             }
             *g = Some(Bound {
                 net: net.clone(),
-                ch: ch.clone(),
+                target,
                 max_message,
             });
         }
-        if nonblock && ch.inner.lock().state != ChannelState::Rts {
+        if nonblock
+            && members
+                .iter()
+                .any(|c| c.inner.lock().state != ChannelState::Rts)
+        {
             return Err(EINPROGRESS);
         }
         Ok(0)
@@ -366,14 +467,31 @@ impl TpFile {
             // a call of its own: a poller must not sleep for ever.
             return bindings::POLLHUP;
         };
-        table.register_wait(file, &b.ch.changed);
-        let writable = b.net.channel_writable(&b.ch);
-        let g = b.ch.inner.lock();
+        let (readable, writable, error, closed) = match &b.target {
+            Target::Channel(ch) => {
+                table.register_wait(file, &ch.changed);
+                let writable = b.net.channel_writable(ch);
+                let g = ch.inner.lock();
+                (g.rx.len() > 0, writable, g.error.is_some(), g.closed)
+            }
+            Target::Group(grp) => {
+                table.register_wait(file, &grp.wake.changed);
+                let writable = grp.writable(&b.net);
+                let mut error = false;
+                let mut closed = true;
+                for c in grp.members.iter() {
+                    let g = c.inner.lock();
+                    error |= g.error.is_some();
+                    closed &= g.closed;
+                }
+                (grp.readable(), writable, error, closed)
+            }
+        };
         let mut mask = 0;
-        if g.rx.len() > 0 {
+        if readable {
             mask |= bindings::POLLIN | bindings::POLLRDNORM;
         }
-        if g.error.is_some() {
+        if error {
             // read() returns what was received, then the errno; write()
             // fails at once.
             mask |= bindings::POLLERR
@@ -381,7 +499,7 @@ impl TpFile {
                 | bindings::POLLRDNORM
                 | bindings::POLLOUT
                 | bindings::POLLWRNORM;
-        } else if g.closed {
+        } else if closed {
             // read() returns what was received, then 0.
             mask |=
                 bindings::POLLHUP | bindings::POLLRDHUP | bindings::POLLIN | bindings::POLLRDNORM;
@@ -400,31 +518,38 @@ impl TpFile {
             return Err(EPROTONOSUPPORT);
         }
         let b = self.bound()?;
-        let (peer_tpn, c) = b.net.channel_stats(&b.ch);
-        let c = c.unwrap_or_default();
-        let g = b.ch.inner.lock();
-        let info = UbTpInfo {
+        let chans = b.channels();
+        let first = chans.first().ok_or(EINVAL)?;
+        let mut info = UbTpInfo {
             version: ABI_VERSION,
-            state: state_code(g.state, g.closed),
-            error: g.error.map(|e| e.to_errno().unsigned_abs()).unwrap_or(0),
-            tpn: b.ch.tpn,
-            peer_tpn: peer_tpn.unwrap_or(0),
-            rx_queued: u32::try_from(g.rx.len()).unwrap_or(u32::MAX),
-            tx_messages: g.tx_messages,
-            tx_acked: g.tx_acked,
-            rx_messages: g.rx_messages,
-            tx_packets: c.tx_packets,
-            rx_packets: c.rx_packets,
-            rtx_fast: c.rtx_fast,
-            rtx_rto: c.rtx_rto,
-            rtx_mark_psn: c.rtx_mark_psn,
-            rtx_go_back_n: c.rtx_go_back_n,
-            rto_expiries: c.rto_expiries,
-            rx_duplicates: c.rx_duplicates,
-            rx_invalid_psn: c.rx_invalid_psn,
-            reserved: [0; 6],
+            tpn: first.tpn,
+            members: u32::try_from(chans.len()).unwrap_or(0),
+            ..UbTpInfo::zeroed()
         };
-        drop(g);
+        let mut closed = true;
+        let mut error = None;
+        for ch in chans {
+            let (peer_tpn, c) = b.net.channel_stats(ch);
+            if core::ptr::eq(ch, first) {
+                info.peer_tpn = peer_tpn.unwrap_or(0);
+            }
+            info.add(&c.unwrap_or_default());
+            let g = ch.inner.lock();
+            closed &= g.closed;
+            error = error.or(g.error);
+            info.rx_queued = info
+                .rx_queued
+                .saturating_add(u32::try_from(g.rx.len()).unwrap_or(u32::MAX));
+            info.tx_messages += g.tx_messages;
+            info.tx_acked += g.tx_acked;
+            info.rx_messages += g.rx_messages;
+        }
+        let state = match &b.target {
+            Target::Channel(ch) => ch.inner.lock().state,
+            Target::Group(g) => g.state(),
+        };
+        info.state = state_code(state, closed);
+        info.error = error.map(|e| e.to_errno().unsigned_abs()).unwrap_or(0);
         writer.write(&info)?;
         Ok(0)
     }
@@ -553,19 +678,23 @@ impl MiscDevice for TpDevice {
     fn read_iter(kiocb: Kiocb<'_, Self::Ptr>, iov: &mut IovIterDest<'_>) -> Result<usize> {
         let nonblock = kiocb_nonblock(&kiocb);
         let b = kiocb.file().bound()?;
+        let ch = match &b.target {
+            Target::Channel(ch) => ch,
+            Target::Group(g) => return g.recv(iov, nonblock),
+        };
         loop {
-            let seen = b.ch.inner.lock().events;
-            if let Some(m) = b.ch.take_message(iov.len())? {
+            let seen = ch.inner.lock().events;
+            if let Some(m) = ch.take_message(iov.len())? {
                 let n = iov.copy_to_iter(&m);
                 if n < m.len() {
                     // Nothing is lost: the message goes back to the head.
-                    b.ch.untake_message(m);
+                    ch.untake_message(m);
                     return Err(EFAULT);
                 }
                 return Ok(n);
             }
             {
-                let g = b.ch.inner.lock();
+                let g = ch.inner.lock();
                 if let Some(e) = g.error {
                     return Err(e);
                 }
@@ -576,7 +705,7 @@ impl MiscDevice for TpDevice {
             if nonblock {
                 return Err(EAGAIN);
             }
-            b.ch.wait_change(seen)?;
+            ch.wait_change(seen)?;
         }
     }
 
@@ -590,20 +719,30 @@ impl MiscDevice for TpDevice {
         if len > usize::try_from(b.max_message).unwrap_or(0) {
             return Err(EMSGSIZE);
         }
-        let mut m = KVVec::with_capacity(len, GFP_KERNEL)?;
+        // A group's messages start with the group header (`group.rs`).
+        let head = match b.target {
+            Target::Channel(_) => 0,
+            Target::Group(_) => GROUP_HEADER_LEN,
+        };
+        let mut m = KVVec::with_capacity(head + len, GFP_KERNEL)?;
+        m.resize(head, 0, GFP_KERNEL)?;
         if iov.copy_from_iter_vec(&mut m, GFP_KERNEL)? != len {
             return Err(EFAULT);
         }
+        let ch = match &b.target {
+            Target::Channel(ch) => ch,
+            Target::Group(g) => return g.send(&b.net, m, nonblock).map(|()| len),
+        };
         loop {
-            let seen = b.ch.inner.lock().events;
-            match b.net.channel_send(&b.ch, m) {
+            let seen = ch.inner.lock().events;
+            match b.net.channel_send(ch, m) {
                 Ok(()) => return Ok(len),
                 Err((e, Some(back))) if e == EAGAIN => {
                     if nonblock {
                         return Err(EAGAIN);
                     }
                     m = back;
-                    b.ch.wait_change(seen)?;
+                    ch.wait_change(seen)?;
                 }
                 Err((e, _)) => return Err(e),
             }

@@ -92,12 +92,17 @@ impl RxQueue {
         self.len
     }
 
-    /// Length of the oldest message.
-    fn front_len(&self) -> Option<usize> {
+    /// The oldest message.
+    pub(crate) fn front(&self) -> Option<&[u8]> {
         if self.len == 0 {
             return None;
         }
-        self.msgs.get(self.head)?.as_ref().map(|m| m.len())
+        self.msgs.get(self.head)?.as_deref()
+    }
+
+    /// Length of the oldest message.
+    fn front_len(&self) -> Option<usize> {
+        self.front().map(<[u8]>::len)
     }
 
     fn pop(&mut self) -> Option<KVVec<u8>> {
@@ -131,6 +136,8 @@ impl RxQueue {
 pub(crate) struct TxStore {
     slots: KVec<Option<(u64, KVVec<u8>)>>,
     next: u64,
+    /// The oldest token that may still be held (`next` when none is).
+    tail: u64,
 }
 
 impl TxStore {
@@ -139,7 +146,11 @@ impl TxStore {
         for _ in 0..TX_SLOTS {
             slots.push(None, GFP_KERNEL)?;
         }
-        Ok(Self { slots, next: 0 })
+        Ok(Self {
+            slots,
+            next: 0,
+            tail: 0,
+        })
     }
 
     /// Stores `m` under the next token; the message back if its slot is
@@ -164,6 +175,7 @@ impl TxStore {
             if self.next == t.wrapping_add(1) {
                 self.next = t;
             }
+            self.advance_tail();
             return m;
         }
         None
@@ -181,24 +193,49 @@ impl TxStore {
         match self.slots.get_mut((t % TX_SLOTS as u64) as usize) {
             Some(slot) if slot.as_ref().is_some_and(|(st, _)| *st == t) => {
                 *slot = None;
+                self.advance_tail();
                 true
             }
             _ => false,
         }
     }
 
-    /// Copies bytes `offset..offset + out.len()` of message `t`, or zeros
-    /// if the endpoint names bytes it was not given (never out of bounds).
-    pub(crate) fn read(&self, t: u64, offset: u32, out: &mut [u8]) {
-        let src = self
-            .slots
+    /// The message stored under `t`, if it still is.
+    fn held(&self, t: u64) -> Option<&[u8]> {
+        self.slots
             .get((t % TX_SLOTS as u64) as usize)
             .and_then(Option::as_ref)
             .filter(|(st, _)| *st == t)
-            .and_then(|(_, m)| {
-                let off = usize::try_from(offset).ok()?;
-                m.get(off..off.checked_add(out.len())?)
-            });
+            .map(|(_, m)| &m[..])
+    }
+
+    /// Moves `tail` past the tokens no longer held.
+    fn advance_tail(&mut self) {
+        // `next - tail` never exceeds TX_SLOTS (a slot is reused only once
+        // its token is freed), so this ends within TX_SLOTS steps.
+        if self.next.wrapping_sub(self.tail) > TX_SLOTS as u64 {
+            self.tail = self.next;
+        }
+        while self.tail != self.next && self.held(self.tail).is_none() {
+            self.tail = self.tail.wrapping_add(1);
+        }
+    }
+
+    /// The oldest message not yet acknowledged.
+    pub(crate) fn oldest(&self) -> Option<&[u8]> {
+        if self.tail == self.next {
+            return None;
+        }
+        self.held(self.tail)
+    }
+
+    /// Copies bytes `offset..offset + out.len()` of message `t`, or zeros
+    /// if the endpoint names bytes it was not given (never out of bounds).
+    pub(crate) fn read(&self, t: u64, offset: u32, out: &mut [u8]) {
+        let src = self.held(t).and_then(|m| {
+            let off = usize::try_from(offset).ok()?;
+            m.get(off..off.checked_add(out.len())?)
+        });
         match src {
             Some(s) => out.copy_from_slice(s),
             None => out.fill(0),
@@ -230,6 +267,9 @@ pub(crate) struct TpInner {
     /// An in-kernel user (`kapi.rs`) in place of a reader: every change
     /// queues its work.
     consumer: Option<Arc<crate::kapi::KernelTp>>,
+    /// The group the channel is a member of (`group.rs`): every change
+    /// wakes the group's waiters too.
+    pub(crate) group: Option<Arc<crate::group::GroupWake>>,
     /// The peer's TPN and the transport counters as the channel was torn
     /// down (the endpoint forgets both when it frees the channel, and its
     /// TPN may name another channel after): what `UB_TP_IOC_INFO` shows of
@@ -278,6 +318,7 @@ impl TpChannel {
             tx_acked: 0,
             rx_messages: 0,
             consumer: None,
+            group: None,
             final_stats: (None, None),
         };
         let changed = PollCondVarBox::new(c"TpChannel::changed", static_lock_class!())?;
@@ -298,6 +339,9 @@ impl TpChannel {
         self.changed.notify_all();
         if let Some(k) = &inner.consumer {
             crate::kapi::KernelTp::notify(k);
+        }
+        if let Some(g) = &inner.group {
+            g.bump();
         }
     }
 
@@ -436,6 +480,17 @@ impl TpChannel {
             Some(n) if n > room => Err(EMSGSIZE),
             Some(_) => Ok(g.rx.pop()),
             None => Ok(None),
+        }
+    }
+
+    /// The oldest received message if `pick` takes it (a group reader
+    /// takes only the message next in the group's order).
+    pub(crate) fn take_message_if(&self, pick: impl FnOnce(&[u8]) -> bool) -> Option<KVVec<u8>> {
+        let mut g = self.inner.lock();
+        if pick(g.rx.front()?) {
+            g.rx.pop()
+        } else {
+            None
         }
     }
 

@@ -218,6 +218,10 @@ fn open(b: &UbTpBind, ops: UbTpOps, priv_: *mut c_void) -> Result<Arc<KernelTp>>
     if ops.recv.is_none() {
         return Err(EINVAL);
     }
+    if req.members > 1 {
+        // TP Channel Groups are for files only (`group.rs`), for now.
+        return Err(EOPNOTSUPP);
+    }
     let net = crate::registry::get(req.dev_index).ok_or(ENODEV)?;
     let for_k = net.clone();
     let k = Arc::pin_init(

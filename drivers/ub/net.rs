@@ -46,8 +46,8 @@ use crate::channel::{cause_errno, TpChannel};
 use crate::host::echo::{Echo, EchoKind, ECHO_HEADER_LEN};
 use crate::host::{
     Addr, AllocError, ChannelConfig, ConfigError, DatagramKind, Delivery, DeliverySink, Endpoint,
-    EndpointConfig, Event, LocalAddrs, MessageSource, MsgRef, OpenError, Random, RtoConfig,
-    SendError, Storage,
+    EndpointConfig, Event, GroupError, LocalAddrs, MessageSource, MsgRef, OpenError, Random,
+    RtoConfig, SendError, Storage,
 };
 use crate::kapi::KernelTp;
 use crate::link::engine::max_dlldp_payload;
@@ -60,6 +60,7 @@ use crate::snapshot::{
     TpSnapshot,
 };
 use crate::transport::cm::{ChannelState, CmTiming};
+use crate::transport::tpg::TpgPolicy;
 
 /// Datagrams (echo requests and replies) in flight at once.
 const DGRAM_SLOTS: usize = 32;
@@ -376,7 +377,8 @@ fn endpoint_config(ports: u32) -> Result<EndpointConfig> {
         max_packet: u32::try_from(max_packet)?,
         max_channels: MAX_CHANNELS,
         max_routes: 16,
-        max_groups: 4,
+        // A group file (`group.rs`) takes up to 8 channels of the 64.
+        max_groups: 16,
         datagram_queue: DGRAM_SLOTS as u16,
         // Channel setup and teardown messages queue behind data in the
         // switches: after a retransmission storm of a closed channel, a
@@ -925,6 +927,50 @@ impl Net {
         }
     }
 
+    /// A group's listen (`group.rs`): waits up to `timeout_ms` until one
+    /// peer (`from`, or the first that opens `key`) has opened the `n`
+    /// channels `key`, `key + 1`, ... to us, and claims them all at once (a
+    /// listen that gives up claims none: they wait for the next binder).
+    pub(crate) fn channel_listen_group(
+        self: &Arc<Self>,
+        from: Option<Addr>,
+        key: u32,
+        n: u32,
+        timeout_ms: u32,
+        nonblock: bool,
+    ) -> Result<KVec<Arc<TpChannel>>> {
+        let mut out = KVec::with_capacity(usize::try_from(n)?, GFP_KERNEL)?;
+        let mut left = kernel::time::msecs_to_jiffies(timeout_ms);
+        let mut st = self.state.lock();
+        loop {
+            if self.stopping.load(Relaxed) {
+                return Err(ENODEV);
+            }
+            let peer = from.or_else(|| st.claimable(|i| i.answers(key, None)));
+            if let Some(peer) = peer {
+                let member = |i: u32| {
+                    move |c: &crate::channel::TpInner| c.answers(key.wrapping_add(i), Some(peer))
+                };
+                if (0..n).all(|i| st.claimable(member(i)).is_some()) {
+                    for i in 0..n {
+                        if let Some(c) = st.claim(member(i)) {
+                            out.push_within_capacity(c).map_err(|_| ENOMEM)?;
+                        }
+                    }
+                    return Ok(out);
+                }
+            }
+            if nonblock {
+                return Err(EAGAIN);
+            }
+            match self.incoming.wait_interruptible_timeout(&mut st, left) {
+                kernel::sync::CondVarTimeoutResult::Timeout => return Err(ETIMEDOUT),
+                kernel::sync::CondVarTimeoutResult::Signal { .. } => return Err(ERESTARTSYS),
+                kernel::sync::CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
+            }
+        }
+    }
+
     /// Sends message `m` on `ch`; the message back with `EAGAIN` when the
     /// channel cannot take it now (its send queue is full, or it is not in
     /// RTS yet), or the errno the channel fails with.
@@ -936,40 +982,69 @@ impl Net {
         if self.stopping.load(Relaxed) {
             return Err((ENODEV, None));
         }
-        let len = u32::try_from(m.len()).map_err(|_| (EMSGSIZE, None))?;
+        if self.state.lock().send_on(ch, m)? {
+            self.incoming.notify_all();
+        }
+        self.kick();
+        Ok(())
+    }
+
+    /// Forms the endpoint's group over `members` (`group.rs`): the
+    /// least-loaded member takes each message. `EPIPE` if a member is gone.
+    pub(crate) fn group_create(&self, members: &[Arc<TpChannel>]) -> Result<u16> {
+        let mut tpns = [0u32; crate::group::MAX_MEMBERS as usize];
+        for (t, c) in tpns.iter_mut().zip(members) {
+            *t = c.endpoint_tpn().ok_or(EPIPE)?;
+        }
+        let tpns = tpns.get(..members.len()).ok_or(EINVAL)?;
+        self.state
+            .lock()
+            .ep
+            .create_group(tpns, TpgPolicy::LeastLoaded)
+            .map_err(|e| match e {
+                GroupError::Members => EINVAL,
+                GroupError::NoChannel => EPIPE,
+                GroupError::AlreadyMember => EBUSY,
+                GroupError::TableFull => ENOSPC,
+            })
+    }
+
+    /// Sends `m` on one member of group `gid`, whose channels are
+    /// `members`: the endpoint picks it. As [`Net::channel_send`].
+    pub(crate) fn group_send(
+        self: &Arc<Self>,
+        gid: u16,
+        members: &[Arc<TpChannel>],
+        m: KVVec<u8>,
+    ) -> core::result::Result<(), (Error, Option<KVVec<u8>>)> {
+        if self.stopping.load(Relaxed) {
+            return Err((ENODEV, None));
+        }
         {
             let mut st = self.state.lock();
-            let token = {
-                let mut g = ch.inner.lock();
-                if let Some(e) = g.error {
-                    return Err((e, None));
-                }
-                if g.closed {
-                    return Err((EPIPE, None));
-                }
-                match g.tx.put(m) {
-                    Ok(t) => t,
-                    Err(m) => return Err((EAGAIN, Some(m))),
-                }
+            let tpn = match st.ep.group_pick(gid) {
+                Ok(t) => t,
+                Err(SendError::WouldBlock) => return Err((EAGAIN, Some(m))),
+                Err(_) => return Err((EPIPE, None)),
             };
-            match st.ep.send(ch.tpn, token, len) {
-                Ok(()) => ch.inner.lock().tx_messages += 1,
-                Err(e) => {
-                    let m = ch.inner.lock().tx.take(token);
-                    return Err(match e {
-                        SendError::WouldBlock | SendError::NotReady => (EAGAIN, m),
-                        SendError::Length => (EINVAL, None),
-                        SendError::NoChannel => (EPIPE, None),
-                        SendError::Format => (EADDRNOTAVAIL, None),
-                    });
-                }
-            }
-            if st.flush(now_ns()) {
+            // The group number is the endpoint's: once a member closed it
+            // may name another file's group, so the pick must be ours.
+            let ch = members
+                .iter()
+                .find(|c| c.endpoint_tpn() == Some(tpn))
+                .ok_or((EPIPE, None))?;
+            if st.send_on(ch, m)? {
                 self.incoming.notify_all();
             }
         }
         self.kick();
         Ok(())
+    }
+
+    /// Whether some member of `members` would take a message now (a group
+    /// file's `poll`), as [`Net::channel_writable`] for each.
+    pub(crate) fn group_writable(&self, members: &[Arc<TpChannel>]) -> bool {
+        members.iter().any(|c| self.channel_writable(c))
     }
 
     /// The file bound to `ch` is closing: the channel is torn down (the
@@ -1103,6 +1178,58 @@ fn queue_tp_event(q: &mut [Option<TpEvent>; TP_EVENTS], c: &TpChannel) {
 }
 
 impl NetState {
+    /// Stores `m` with `ch` and queues it on the endpoint, then sends what
+    /// can go: the body of [`Net::channel_send`] and [`Net::group_send`].
+    /// `true` if a peer opened a channel meanwhile (binders wait for it).
+    fn send_on(
+        &mut self,
+        ch: &TpChannel,
+        m: KVVec<u8>,
+    ) -> core::result::Result<bool, (Error, Option<KVVec<u8>>)> {
+        let len = u32::try_from(m.len()).map_err(|_| (EMSGSIZE, None))?;
+        let token = {
+            let mut g = ch.inner.lock();
+            if let Some(e) = g.error {
+                return Err((e, None));
+            }
+            if g.closed {
+                return Err((EPIPE, None));
+            }
+            match g.tx.put(m) {
+                Ok(t) => t,
+                Err(m) => return Err((EAGAIN, Some(m))),
+            }
+        };
+        match self.ep.send(ch.tpn, token, len) {
+            Ok(()) => ch.inner.lock().tx_messages += 1,
+            Err(e) => {
+                let m = ch.inner.lock().tx.take(token);
+                return Err(match e {
+                    SendError::WouldBlock | SendError::NotReady => (EAGAIN, m),
+                    SendError::Length => (EINVAL, None),
+                    SendError::NoChannel => (EPIPE, None),
+                    SendError::Format => (EADDRNOTAVAIL, None),
+                });
+            }
+        }
+        Ok(self.flush(now_ns()))
+    }
+
+    /// The peer of an unclaimed channel `pick` accepts (one
+    /// [`claim`](Self::claim) would take), if there is one.
+    fn claimable(&self, pick: impl Fn(&crate::channel::TpInner) -> bool) -> Option<Addr> {
+        let live = self.chans.iter().find_map(|c| {
+            let g = c.inner.lock();
+            (!g.claimed && !g.closed && pick(&g)).then_some(g.remote)
+        });
+        live.or_else(|| {
+            self.lingering.iter().find_map(|c| {
+                let g = c.inner.lock();
+                pick(&g).then_some(g.remote)
+            })
+        })
+    }
+
     /// Takes an unclaimed channel the peer opened that `pick` accepts.
     fn claim(&mut self, pick: impl Fn(&crate::channel::TpInner) -> bool) -> Option<Arc<TpChannel>> {
         for c in self.chans.iter() {

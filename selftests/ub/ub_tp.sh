@@ -167,13 +167,15 @@ t_kernel_echo() {
 # leaves its verdict in /tmp/ub-tp-seen. Runs under the faults, right
 # after the four combinations (both guests reach it about together).
 TP_KEY=112
+# tp_rts_line [KEY]: channel KEY (default TP_KEY) as tp show lists it.
 tp_rts_line() {
+	rts_key=${1:-$TP_KEY}
 	[ "$guest" = 1 ] && dir=tx || dir=rx
 	# One line per channel (entries start with "dev-index"), then the one
 	# with our key, in RTS, with data packets counted in our direction.
 	"$UBCTL" -j -s tp show 0 2> /dev/null |
 		awk '{ gsub(/\},\{"dev-index"/, "}\n{\"dev-index\""); print }' |
-		grep "\"key\":$TP_KEY," | grep '"state":"rts"' | grep -E "\"$dir-packets\":[1-9]"
+		grep "\"key\":$rts_key," | grep '"state":"rts"' | grep -E "\"$dir-packets\":[1-9]"
 }
 tp_watch() {
 	i=0
@@ -223,6 +225,44 @@ t_tp_netlink() {
 	echo "# seen: $(cat /tmp/ub-tp-seen)"
 	grep -q "\"object\":\"tp\".*\"key\":$TP_KEY,\"state\":\"closed\"" /tmp/ub-tp-mon.out
 }
+# TP Channel Groups: one file over 4 RTP channels (keys KEY..KEY+3), each
+# sprayed over both planes, under the faults. The receiver checks every
+# message arrives exactly once, in the order written (across the members),
+# intact; the watcher (as tp_watch) records each member netlink shows in
+# RTS with data packets in this guest's direction: the group used all four.
+tpg_watch() {
+	: > /tmp/ub-tpg-seen
+	i=0
+	while [ $i -lt 3000 ] && [ ! -e /tmp/ub-tp-done ]; do
+		for k in $1 $(($1 + 1)) $(($1 + 2)) $(($1 + 3)); do
+			if ! grep -qx "$k" /tmp/ub-tpg-seen && tp_rts_line "$k" > /dev/null; then
+				echo "$k" >> /tmp/ub-tpg-seen
+			fi
+		done
+		i=$((i + 1))
+		sleep 0.1
+	done
+}
+tpg_stream() {
+	key=$1
+	shift
+	rm -f /tmp/ub-tp-done
+	tpg_watch "$key" &
+	watch=$!
+	saved=$SIZES
+	# A group's messages carry its 8-byte header: 1 MiB - 8 at most.
+	SIZES=1-1048568
+	stream "$key" "$@" --members 4 --per-packet
+	rc=$?
+	SIZES=$saved
+	touch /tmp/ub-tp-done
+	wait $watch
+	echo "# members seen carrying data: $(tr '\n' ' ' < /tmp/ub-tpg-seen)"
+	[ $rc -eq 0 ] && grep -q "members 4" /tmp/ub-tp.out &&
+		[ "$(wc -l < /tmp/ub-tpg-seen)" -eq 4 ]
+}
+t_tpg_sr() { tpg_stream 120 --retransmit sr; }
+t_tpg_gbn() { tpg_stream 130 --retransmit gbn; }
 # A TPN no channel has: ubctl fails, naming the problem (the kernel's
 # extended ACK) and the attribute.
 t_tp_unknown() {
@@ -421,7 +461,7 @@ t_link_retries() {
 	[ "$n" -gt "$retries_before" ]
 }
 
-ktap_set_plan 24
+ktap_set_plan 26
 ktap_test_result "insmod ub.ko" insmod "$MODULE"
 ktap_test_result "links up, address and route configured" t_config
 ktap_test_result "the peer answers" t_peer
@@ -432,6 +472,8 @@ ktap_test_result "Go-Back-N, fast retransmit: exactly once, intact" t_gbn_fast
 ktap_test_result "selective: exactly once, intact" t_sr
 ktap_test_result "selective, fast retransmit: exactly once, intact" t_sr_fast
 ktap_test_result "selective, fast retransmit, both ends in poll(): exactly once, intact" t_poll
+ktap_test_result "TP Channel Group of 4, per-packet spraying, selective: exactly once, in order, intact" t_tpg_sr
+ktap_test_result "TP Channel Group of 4, per-packet spraying, Go-Back-N: exactly once, in order, intact" t_tpg_gbn
 ktap_test_result "ubctl tp show: the stream's channel in RTS, packets counted; monitor saw it close" t_tp_netlink
 ktap_test_result "ubctl tp show of an unknown TPN fails, naming it" t_tp_unknown
 ktap_test_result "link retries on this guest's links" t_link_retries

@@ -94,6 +94,19 @@ struct ub_addr {
  * (about 3 s at most). Blocks until the channel is in RTS, at most timeout_ms
  * (0: 5000); with O_NONBLOCK it returns at once (EINPROGRESS) and poll-free
  * callers retry UB_TP_IOC_INFO until the state is RTS.
+ *
+ * members 2..UB_TP_MAX_MEMBERS makes the file a TP Channel Group of that
+ * many RTP channels to the same peer, keys key .. key + members - 1 (member
+ * i on its own UDP source ports or LBFs), bound with the same rules: a
+ * listening group waits until one peer has opened every member and claims
+ * them at once (with O_NONBLOCK: EAGAIN until then). write() gives each
+ * message, whole, to the least-loaded member; read() returns the messages
+ * in the order they were written, across members (each carries an 8-byte
+ * group header, UB_TP_GROUP_HEADER, so max_message is that much smaller).
+ * A member in ERR fails the group: read() returns the messages that can
+ * still be delivered in order, then the member's errno; write() fails at
+ * once. tpn and peer_tpn are the first member's. Documentation/ub/tp.rst,
+ * "TP Channel Groups".
  */
 struct ub_tp_bind {
 	__u32 version;		/* in: UB_TP_ABI_VERSION */
@@ -109,8 +122,14 @@ struct ub_tp_bind {
 	__u32 tpn;		/* out: this end's TPN */
 	__u32 peer_tpn;		/* out: the peer's TPN */
 	__u32 max_message;	/* out: the largest message write() and read() carry */
-	__u32 reserved[8];	/* must be zero */
+	__u32 members;		/* in: 0 or 1: one channel; 2..8: a group */
+	__u32 reserved[7];	/* must be zero */
 };
+
+/* Most members of a TP Channel Group (ub_tp_bind.members). */
+#define UB_TP_MAX_MEMBERS	8
+/* Bytes of the group header in front of each message of a group. */
+#define UB_TP_GROUP_HEADER	8
 
 /* ub_tp_info.state */
 #define UB_TP_STATE_RESET	0
@@ -120,7 +139,11 @@ struct ub_tp_bind {
 #define UB_TP_STATE_ERR		4
 #define UB_TP_STATE_CLOSED	5
 
-/* UB_TP_IOC_INFO: the channel's state and counters. */
+/*
+ * UB_TP_IOC_INFO: the channel's state and counters. For a group: RTS once
+ * every member is, ERR once one is; the error of the first failed member;
+ * the counters summed over the members.
+ */
 struct ub_tp_info {
 	__u32 version;		/* in: UB_TP_ABI_VERSION */
 	__u32 state;		/* out: UB_TP_STATE_* */
@@ -140,7 +163,9 @@ struct ub_tp_info {
 	__u64 rto_expiries;	/* out */
 	__u64 rx_duplicates;	/* out: data packets dropped, PSN already received */
 	__u64 rx_invalid_psn;	/* out: data packets dropped, PSN outside the window */
-	__u64 reserved[6];	/* out: zero */
+	__u32 members;		/* out: the file's channels (1, or a group's) */
+	__u32 reserved1;	/* out: zero */
+	__u64 reserved[5];	/* out: zero */
 };
 
 /* Bytes of received messages a channel holds unread (see ENOBUFS above). */

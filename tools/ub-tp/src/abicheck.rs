@@ -222,8 +222,13 @@ pub const CASES: &[Case] = &[
         libc::EPROTONOSUPPORT,
     ),
     refused(
-        "BIND with reserved[7] non-zero: EINVAL",
-        |b| b.reserved[7] = 1,
+        "BIND with reserved[6] non-zero: EINVAL",
+        |b| b.reserved[6] = 1,
+        libc::EINVAL,
+    ),
+    refused(
+        "BIND with members 9 (more than UB_TP_MAX_MEMBERS): EINVAL",
+        |b| b.members = UB_TP_MAX_MEMBERS + 1,
         libc::EINVAL,
     ),
     refused(
@@ -843,8 +848,9 @@ mod tests {
         if b.version != UB_TP_ABI_VERSION {
             return Some(libc::EPROTONOSUPPORT);
         }
-        if b.reserved != [0; 8]
+        if b.reserved != [0; 7]
             || b.reserved0 != [0; 3]
+            || b.members > UB_TP_MAX_MEMBERS
             || b.flags & !UB_TP_BIND_FLAGS != 0
             || b.attr_flags & !UB_TP_ATTR_FLAGS != 0
             || b.retransmit > UB_TP_SELECTIVE

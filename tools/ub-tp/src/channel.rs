@@ -74,6 +74,9 @@ pub struct BindOptions {
     pub per_packet: bool,
     /// Payload bytes per packet, 256..=4096 (0: 4096).
     pub mtu: u32,
+    /// 0 or 1: one channel; 2..=8: a TP Channel Group of that many
+    /// channels, keys `key`..`key + members - 1`.
+    pub members: u32,
 }
 
 impl Default for BindOptions {
@@ -89,6 +92,7 @@ impl Default for BindOptions {
             fast_retransmit: false,
             per_packet: false,
             mtu: 0,
+            members: 0,
         }
     }
 }
@@ -119,6 +123,12 @@ impl BindOptions {
                 self.mtu
             )));
         }
+        if self.members > UB_TP_MAX_MEMBERS {
+            return Err(Error::Invalid(format!(
+                "a group has at most {UB_TP_MAX_MEMBERS} members, not {}",
+                self.members
+            )));
+        }
         let mut attr_flags = 0;
         if self.fast_retransmit {
             attr_flags |= UB_TP_FAST_RETRANSMIT;
@@ -139,6 +149,7 @@ impl BindOptions {
             },
             attr_flags,
             mtu: self.mtu,
+            members: self.members,
             ..UbTpBind::default()
         })
     }
@@ -215,6 +226,9 @@ pub struct Info {
     pub rx_duplicates: u64,
     /// Data packets dropped because their PSN lies outside the window.
     pub rx_invalid_psn: u64,
+    /// The file's channels: 1, or a group's members (whose counters the
+    /// others sum).
+    pub members: u32,
 }
 
 impl Info {
@@ -243,6 +257,7 @@ impl Info {
             rto_expiries: raw.rto_expiries,
             rx_duplicates: raw.rx_duplicates,
             rx_invalid_psn: raw.rx_invalid_psn,
+            members: raw.members,
         })
     }
 }
@@ -617,7 +632,7 @@ mod tests {
         assert_eq!(raw.mtu, 1024);
         assert_eq!(raw.timeout_ms, 20_000);
         assert_eq!(raw.remote.type_, UB_ADDR_CNA16);
-        assert_eq!(raw.reserved, [0; 8]);
+        assert_eq!(raw.reserved, [0; 7]);
         assert_eq!(raw.reserved0, [0; 3]);
     }
 

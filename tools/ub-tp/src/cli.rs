@@ -35,6 +35,10 @@ pub struct ChannelArgs {
     /// Payload bytes per packet, 256..=4096 (0: 4096).
     #[arg(long, default_value_t = 0)]
     pub mtu: u32,
+    /// Bind a TP Channel Group of this many channels (2..=8; keys KEY to
+    /// KEY + N - 1) instead of one channel.
+    #[arg(long, default_value_t = 0)]
+    pub members: u32,
     /// After binding, make the file O_NONBLOCK and wait in poll() whenever
     /// a read or write would block (a call that says EAGAIN after poll()
     /// reported it ready fails the run).
@@ -54,6 +58,7 @@ impl ChannelArgs {
             fast_retransmit: self.fast_retransmit,
             per_packet: self.per_packet,
             mtu: self.mtu,
+            members: self.members,
             ..BindOptions::default()
         }
     }
@@ -62,8 +67,8 @@ impl ChannelArgs {
 /// The counters as `name value` lines.
 pub fn info_text(i: &Info) -> String {
     let mut s = format!(
-        "state {:?} error {} tpn {} peer_tpn {} rx_queued {}\n",
-        i.state, i.error, i.tpn, i.peer_tpn, i.rx_queued
+        "state {:?} error {} tpn {} peer_tpn {} rx_queued {} members {}\n",
+        i.state, i.error, i.tpn, i.peer_tpn, i.rx_queued, i.members
     );
     for (k, v) in [
         ("tx_messages", i.tx_messages),

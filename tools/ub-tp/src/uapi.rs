@@ -63,6 +63,11 @@ pub const UB_TP_TIMEOUT_MAX_MS: u32 = 600_000;
 pub const UB_TP_MTU_MIN: u32 = 256;
 /// `ub_tp_bind.mtu` upper bound.
 pub const UB_TP_MTU_MAX: u32 = 4096;
+/// Most members of a TP Channel Group (`ub_tp_bind.members`).
+pub const UB_TP_MAX_MEMBERS: u32 = 8;
+/// Bytes of the group header in front of each message of a group (what a
+/// group's `max_message` is smaller by).
+pub const UB_TP_GROUP_HEADER: u32 = 8;
 
 /// `struct ub_addr`: the address bytes in network order at the start of
 /// `addr`, the rest zero.
@@ -107,8 +112,11 @@ pub struct UbTpBind {
     pub peer_tpn: u32,
     /// Out: the largest message write() and read() carry.
     pub max_message: u32,
+    /// In: 0 or 1: one channel; 2..=`UB_TP_MAX_MEMBERS`: a TP Channel
+    /// Group of that many channels, keys `key`..`key + members - 1`.
+    pub members: u32,
     /// Must be zero.
-    pub reserved: [u32; 8],
+    pub reserved: [u32; 7],
 }
 
 /// `struct ub_tp_info`: the argument of `UB_TP_IOC_INFO`.
@@ -151,15 +159,19 @@ pub struct UbTpInfo {
     pub rx_duplicates: u64,
     /// Out: data packets dropped, PSN outside the window.
     pub rx_invalid_psn: u64,
+    /// Out: the channels of the file (1, or a group's members).
+    pub members: u32,
     /// Out: zero.
-    pub reserved: [u64; 6],
+    pub reserved1: u32,
+    /// Out: zero.
+    pub reserved: [u64; 5],
 }
 
 // Worked out from the header: ub_addr is 1 + 3 + 16 bytes, byte aligned.
 const _: () = assert!(size_of::<UbAddr>() == 20);
 const _: () = assert!(offset_of!(UbAddr, addr) == 4);
 // ub_tp_bind: two u32, the 20-byte address at 8, then 4-aligned fields up to
-// max_message at 60 and eight reserved u32: 96 bytes.
+// max_message at 60, members and seven reserved u32: 96 bytes.
 const _: () = assert!(size_of::<UbTpBind>() == 96);
 const _: () = assert!(offset_of!(UbTpBind, remote) == 8);
 const _: () = assert!(offset_of!(UbTpBind, key) == 28);
@@ -171,16 +183,19 @@ const _: () = assert!(offset_of!(UbTpBind, mtu) == 48);
 const _: () = assert!(offset_of!(UbTpBind, tpn) == 52);
 const _: () = assert!(offset_of!(UbTpBind, peer_tpn) == 56);
 const _: () = assert!(offset_of!(UbTpBind, max_message) == 60);
-const _: () = assert!(offset_of!(UbTpBind, reserved) == 64);
+const _: () = assert!(offset_of!(UbTpBind, members) == 64);
+const _: () = assert!(offset_of!(UbTpBind, reserved) == 68);
 // ub_tp_info: six u32 (24 bytes, so the u64s start 8-aligned), twelve u64
-// counters (96) and six reserved u64 (48): 168 bytes.
+// counters (96), members and a reserved u32, five reserved u64 (40): 168
+// bytes.
 const _: () = assert!(size_of::<UbTpInfo>() == 168);
 const _: () = assert!(offset_of!(UbTpInfo, rx_queued) == 20);
 const _: () = assert!(offset_of!(UbTpInfo, tx_messages) == 24);
 const _: () = assert!(offset_of!(UbTpInfo, rto_expiries) == 96);
 const _: () = assert!(offset_of!(UbTpInfo, rx_duplicates) == 104);
 const _: () = assert!(offset_of!(UbTpInfo, rx_invalid_psn) == 112);
-const _: () = assert!(offset_of!(UbTpInfo, reserved) == 120);
+const _: () = assert!(offset_of!(UbTpInfo, members) == 120);
+const _: () = assert!(offset_of!(UbTpInfo, reserved) == 128);
 
 const IOC_NRBITS: u32 = 8;
 const IOC_TYPEBITS: u32 = 8;

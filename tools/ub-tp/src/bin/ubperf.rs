@@ -2,7 +2,8 @@
 //! `ubperf`: throughput and latency over TP Channels, in the spirit of
 //! perftest's `ib_send_bw` / `ib_send_lat`. Start `ubperf server` on one
 //! host and `ubperf client` on the other with the same --key, --mode and
-//! --channels; channel i uses key K+i, one thread each.
+//! --channels; channel i uses key K+i (K+i*N for groups of --members N),
+//! one thread each.
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -112,11 +113,12 @@ fn progress_thread(
     })
 }
 
+/// Channel `i`'s key: `K + i`, or `K + i * N` for groups of `--members N`
+/// (a group takes the keys of its members).
 fn channel_opts(c: &Common, i: u32) -> anyhow::Result<(u32, BindOptions)> {
-    let key = c
-        .channel
-        .key
-        .checked_add(i)
+    let key = i
+        .checked_mul(c.channel.members.max(1))
+        .and_then(|k| c.channel.key.checked_add(k))
         .ok_or_else(|| anyhow!("--key {} + {i} channels overflows", c.channel.key))?;
     Ok((key, c.channel.bind_options()))
 }

@@ -841,6 +841,19 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
     /// transaction per member, never split) and the message is queued
     /// there. Returns the member's TPN.
     pub fn send_group(&mut self, group: u16, token: u64, len: u32) -> Result<u32, SendError> {
+        let tpn = self.group_pick(group)?;
+        self.send(tpn, token, len).map(|()| tpn)
+    }
+
+    /// The member of group `group` the next message goes to (the group's
+    /// policy over the members that accept a message now), for a caller
+    /// that must store the message with that member before [`send`]ing it
+    /// there. [`SendError::WouldBlock`] when every member is full or
+    /// failed: each of them then reports [`Event::Writable`] when it has
+    /// room again.
+    ///
+    /// [`send`]: Self::send
+    pub fn group_pick(&mut self, group: u16) -> Result<u32, SendError> {
         let Self { groups, chans, .. } = self;
         let g = groups
             .get_mut(usize::from(group))
@@ -870,11 +883,10 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
             }
             return Err(SendError::WouldBlock);
         };
-        let tpn = members
+        members
             .get(usize::try_from(i).unwrap_or(usize::MAX))
             .copied()
-            .ok_or(SendError::NoChannel)?;
-        self.send(tpn, token, len).map(|()| tpn)
+            .ok_or(SendError::NoChannel)
     }
 
     /// Queues a datagram of `len` bytes: UTP to an IP address, CTP to a
