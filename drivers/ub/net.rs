@@ -368,7 +368,7 @@ impl_has_hr_timer! {
 /// The endpoint's configuration: no address and no route until user space
 /// configures them (`ubctl addr add`, `ubctl route add`).
 fn endpoint_config(ports: u32) -> Result<EndpointConfig> {
-    let max_packet = MAX_PACKET.min(max_dlldp_payload(Mode::Crc));
+    let max_packet = endpoint_max_packet();
     Ok(EndpointConfig {
         local: LocalAddrs::default(),
         npi_mode: NpiMode::Strict(Npi::DEFAULT),
@@ -1463,5 +1463,224 @@ impl HrTimerCallback for Net {
         let net: Arc<Net> = this.into();
         net.kick();
         HrTimerRestart::NoRestart
+    }
+}
+
+/// Largest send window `tp-new` accepts, packets: the spec allows 8M − 1,
+/// but the endpoint allocates the window's slots when the channel is
+/// created (memory charged at creation), so the driver bounds it.
+pub(crate) const TP_NEW_MAX_SEND_WINDOW: u32 = 65_536;
+
+/// The largest network packet the endpoint sends: what one DLLDP of a
+/// port carries (`EndpointConfig::max_packet`).
+fn endpoint_max_packet() -> usize {
+    MAX_PACKET.min(max_dlldp_payload(Mode::Crc))
+}
+
+/// What a live channel's `tp-set` may change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TpChange {
+    /// RTS → SUSPENDED: the channel sends no data (it still answers the
+    /// peer's) until resumed; writers see `EAGAIN` once the queue fills.
+    Suspend,
+    /// SUSPENDED → RTS.
+    Resume,
+}
+
+/// The refusal of a channel configuration the endpoint will not open,
+/// naming the rule and the attribute that breaks it.
+pub(crate) fn open_refusal(e: OpenError) -> Refusal {
+    use ConfigError as C;
+    use Field as F;
+    let cfg = |field, msg| refuse(EINVAL, msg, Some(field));
+    match e {
+        OpenError::Config(c) => match c {
+            C::OooWindow(_) => cfg(
+                F::OooWindow,
+                c"OOO window must be 128, 256, 512, 1024 or 2048 packets (UB spec 6.4.1)",
+            ),
+            C::SendWindow(_) => cfg(
+                F::SendWindow,
+                c"send window must be 1 to 8M-1 packets (UB spec 6.4.1)",
+            ),
+            C::RtoBase(_) => cfg(
+                F::RtoBase,
+                c"dynamic RTO base must be 4 to 2097152 us (UB spec 6.4.2.4)",
+            ),
+            C::StaticRtoLevel(_) => cfg(
+                F::RtoStatic,
+                c"static RTO must be 512, 16000, 128000 or 4000000 us (UB spec 6.4.2.4)",
+            ),
+            C::FastRetransmitWithPerPacketLb => cfg(
+                F::FastRetransmit,
+                c"fast retransmit cannot be combined with per-packet load balancing (UB spec table 6-7)",
+            ),
+            C::Mtu { .. } => cfg(
+                F::Mtu,
+                c"MTU larger than a packet the ports carry in the peer's address format",
+            ),
+            C::SprayRange(_) => cfg(
+                F::LbRange,
+                c"per-packet range above 2^14 source ports",
+            ),
+            C::RxSlots(_) | C::Zero | C::Psn(_) | C::ServiceLevel(_) => refuse(
+                EINVAL,
+                c"the channel configuration breaks a transport rule",
+                None,
+            ),
+            C::RtpFormat => cfg(
+                F::Peer,
+                c"RTP needs an IPv4, IPv6 or 24-bit CNA peer address (UB spec 6.1)",
+            ),
+            C::NoLocalAddress => refuse(
+                EADDRNOTAVAIL,
+                c"the device has no local address in the peer's format",
+                Some(F::Peer),
+            ),
+            _ => refuse(EINVAL, c"the channel configuration is refused", None),
+        },
+        OpenError::TableFull => refuse(ENOSPC, c"the device's channel table is full", None),
+        OpenError::Alloc => refuse(ENOMEM, c"no memory for the channel's windows", None),
+        OpenError::Exists => refuse(
+            EEXIST,
+            c"a channel with this peer and key exists already",
+            Some(F::Key),
+        ),
+    }
+}
+
+/// Channels created and changed over netlink (`tp-new`, `tp-set`,
+/// `tp-del`; `Documentation/ub/tp.rst`, "Channels made with ubctl").
+impl Net {
+    /// Opens channel `key` to `remote` with `cfg`, held by the device and
+    /// unclaimed, as if the peer had opened it: a connect or listen bind of
+    /// the same peer and key claims it ([`NetState::claim`]), with `cfg`.
+    /// It counts against [`MAX_UNCLAIMED`]. Returns its TPN.
+    pub(crate) fn channel_open_unclaimed(
+        self: &Arc<Self>,
+        remote: Addr,
+        key: u32,
+        cfg: ChannelConfig,
+    ) -> Result<u32, Refusal> {
+        if self.stopping.load(Relaxed) {
+            return Err(Refusal::no_device());
+        }
+        if cfg.send_window > TP_NEW_MAX_SEND_WINDOW {
+            return Err(refuse(
+                EINVAL,
+                c"send window above the driver's limit of 65536 packets",
+                Some(Field::SendWindow),
+            ));
+        }
+        // The spec's rules first, whatever addresses the device has, so
+        // that a forbidden configuration is named as such.
+        if matches!(remote, Addr::Cna16(_)) {
+            return Err(open_refusal(OpenError::Config(ConfigError::RtpFormat)));
+        }
+        let max_packet = u32::try_from(endpoint_max_packet()).unwrap_or(u32::MAX);
+        cfg.validate(remote.net_header_len(), max_packet)
+            .map_err(|e| open_refusal(OpenError::Config(e)))?;
+        let tpn = {
+            let mut st = self.state.lock();
+            if st.unclaimed() >= MAX_UNCLAIMED {
+                return Err(refuse(
+                    ENOSPC,
+                    c"the device holds 16 unclaimed channels already",
+                    None,
+                ));
+            }
+            let tpn = st
+                .ep
+                .connect(now_ns(), remote, key, cfg)
+                .map_err(open_refusal)?;
+            let c = match TpChannel::new(tpn, remote, key, false) {
+                Ok(c) => c,
+                Err(_) => {
+                    let _ = st.ep.close(now_ns(), tpn);
+                    return Err(refuse(ENOMEM, c"no memory for the channel", None));
+                }
+            };
+            if st.chans.push(c.clone(), GFP_KERNEL).is_err() {
+                let _ = st.ep.close(now_ns(), tpn);
+                return Err(refuse(ENOMEM, c"no memory for the channel", None));
+            }
+            if let Some(s) = st.ep.state(tpn) {
+                c.set_state(s);
+            }
+            queue_tp_event(&mut st.tp_events, &c);
+            let _ = st.flush(now_ns());
+            tpn
+        };
+        self.kick();
+        Ok(tpn)
+    }
+
+    /// The live channel `tpn` (in the endpoint's table).
+    fn live_channel(st: &NetState, tpn: u32) -> Result<Arc<TpChannel>, Refusal> {
+        find_chan(&st.chans, tpn)
+            .filter(|c| c.endpoint_tpn().is_some())
+            .cloned()
+            .ok_or(Refusal::no_channel())
+    }
+
+    /// Suspends or resumes channel `tpn`; the state must be RTS or
+    /// SUSPENDED (a change to the state it is in already does nothing).
+    pub(crate) fn channel_change(
+        self: &Arc<Self>,
+        tpn: u32,
+        change: TpChange,
+    ) -> Result<(), Refusal> {
+        {
+            let mut st = self.state.lock();
+            let c = Self::live_channel(&st, tpn)?;
+            match st.ep.state(tpn) {
+                Some(ChannelState::Rts | ChannelState::Suspended) => {}
+                _ => {
+                    return Err(refuse(
+                        EBUSY,
+                        c"the channel is not established (only RTS and SUSPENDED change)",
+                        Some(Field::State),
+                    ))
+                }
+            }
+            let r = match change {
+                TpChange::Suspend => st.ep.suspend(tpn),
+                TpChange::Resume => st.ep.resume(tpn),
+            };
+            if r.is_err() {
+                return Err(Refusal::no_channel());
+            }
+            // The endpoint reports no event for these: the channel and the
+            // monitor group learn the state here.
+            if let Some(s) = st.ep.state(tpn) {
+                if s != c.inner.lock().state {
+                    c.set_state(s);
+                    queue_tp_event(&mut st.tp_events, &c);
+                }
+            }
+            let _ = st.flush(now_ns());
+        }
+        self.kick();
+        Ok(())
+    }
+
+    /// Tears channel `tpn` down (DREQ to the peer), whoever holds it. Its
+    /// user reads the messages already received, then `ECONNABORTED`
+    /// (`include/uapi/linux/ub.h`); an unclaimed channel goes with what it
+    /// held.
+    pub(crate) fn channel_delete(self: &Arc<Self>, tpn: u32) -> Result<(), Refusal> {
+        {
+            let mut st = self.state.lock();
+            let c = Self::live_channel(&st, tpn)?;
+            // Before the close, so that the state changes it causes find the
+            // error set, and a closed unclaimed channel does not linger.
+            c.fail(ECONNABORTED);
+            c.inner.lock().final_stats = (st.ep.peer_tpn(tpn), st.ep.counters(tpn));
+            let _ = st.ep.close(now_ns(), tpn);
+            queue_tp_event(&mut st.tp_events, &c);
+            let _ = st.flush(now_ns());
+        }
+        self.kick();
+        Ok(())
     }
 }

@@ -17,6 +17,7 @@
 //! and [`echo_reply`] (unicast), called by the driver core.
 
 use crate::host::Addr;
+use crate::host::{ChannelConfig, LoadBalance, RtoConfig};
 use crate::link::engine::{DllState, RetryReqState};
 use crate::net::npi::{Npi, NpiMode};
 use crate::registry;
@@ -24,8 +25,10 @@ use crate::snapshot::{
     DevSnapshot, EchoReply, EchoRequest, Field, PortEvent, PortSettings, PortSnapshot, Refusal,
     ReplyTo, RouteSnapshot, TpEvent, TpSnapshot,
 };
-use crate::transport::cm::ChannelState;
-use crate::transport::RetransmitMode;
+use crate::transport::cc::{CcAlgorithm, CcConfig};
+use crate::transport::cm::{cc_code, ChannelState};
+use crate::transport::{RetransmitMode, RtoMode};
+use crate::ub_net::TpChange;
 use core::ffi::{c_char, c_int, c_void};
 use core::marker::PhantomData;
 use core::ptr::NonNull;
@@ -133,6 +136,9 @@ mod maxattr {
     pub(super) const NPI_SET_DO: u32 = uapi::UB_A_DEV_NPI;
     pub(super) const ECHO_DO: u32 = uapi::UB_A_ECHO_SIZE;
     pub(super) const TP_GET_DO: u32 = uapi::UB_A_TP_TPN;
+    pub(super) const TP_NEW_DO: u32 = uapi::UB_A_TP_SEND_WINDOW;
+    pub(super) const TP_SET_DO: u32 = uapi::UB_A_TP_SEND_WINDOW;
+    pub(super) const TP_DEL_DO: u32 = uapi::UB_A_TP_TPN;
 }
 
 /// The attribute set of an operation's requests.
@@ -169,6 +175,23 @@ fn field_attr(set: AttrSet, field: Field) -> Option<u32> {
         (AttrSet::Echo, F::Size) => uapi::UB_A_ECHO_SIZE,
         (AttrSet::Tp, F::DevIndex) => uapi::UB_A_TP_DEV_INDEX,
         (AttrSet::Tp, F::Tpn) => uapi::UB_A_TP_TPN,
+        (AttrSet::Tp, F::Peer) => uapi::UB_A_TP_PEER,
+        (AttrSet::Tp, F::Key) => uapi::UB_A_TP_KEY,
+        (AttrSet::Tp, F::State) => uapi::UB_A_TP_STATE,
+        (AttrSet::Tp, F::Transport) => uapi::UB_A_TP_TRANSPORT,
+        (AttrSet::Tp, F::Mode) => uapi::UB_A_TP_MODE,
+        (AttrSet::Tp, F::FastRetransmit) => uapi::UB_A_TP_FAST_RETRANSMIT,
+        (AttrSet::Tp, F::Mtu) => uapi::UB_A_TP_MTU,
+        (AttrSet::Tp, F::OooWindow) => uapi::UB_A_TP_OOO_WINDOW,
+        (AttrSet::Tp, F::RtoStatic) => uapi::UB_A_TP_RTO_STATIC_US,
+        (AttrSet::Tp, F::RtoBase) => uapi::UB_A_TP_RTO_BASE_US,
+        (AttrSet::Tp, F::RtoN) => uapi::UB_A_TP_RTO_N,
+        (AttrSet::Tp, F::RetryLimit) => uapi::UB_A_TP_RETRY_LIMIT,
+        (AttrSet::Tp, F::Cc) => uapi::UB_A_TP_CC,
+        (AttrSet::Tp, F::LoadBalance) => uapi::UB_A_TP_LOAD_BALANCE,
+        (AttrSet::Tp, F::LbRange) => uapi::UB_A_TP_LB_RANGE,
+        (AttrSet::Tp, F::LbKey) => uapi::UB_A_TP_LB_KEY,
+        (AttrSet::Tp, F::SendWindow) => uapi::UB_A_TP_SEND_WINDOW,
         _ => return None,
     })
 }
@@ -785,6 +808,24 @@ fn fill_tp(w: &mut Writer, t: &TpSnapshot) -> Result {
         w.put_u32(uapi::UB_A_TP_MODE, tp_mode(p.mode))?;
         w.put_bool(uapi::UB_A_TP_FAST_RETRANSMIT, p.fast_retransmit)?;
         w.put_u32(uapi::UB_A_TP_MTU, p.mtu)?;
+        w.put_u32(uapi::UB_A_TP_OOO_WINDOW, p.ooo_window)?;
+        match p.rto {
+            RtoMode::Static(level) => {
+                let us = u32::try_from(level.ns() / 1000).unwrap_or(u32::MAX);
+                w.put_u32(uapi::UB_A_TP_RTO_STATIC_US, us)?;
+            }
+            RtoMode::Dynamic { base_us, n } => {
+                w.put_u32(uapi::UB_A_TP_RTO_BASE_US, base_us)?;
+                w.put_u8(uapi::UB_A_TP_RTO_N, n)?;
+            }
+        }
+        w.put_u8(uapi::UB_A_TP_RETRY_LIMIT, p.retry_limit)?;
+        let cc = match p.cc {
+            cc_code::CAQM => uapi::UB_TP_CC_CAQM,
+            cc_code::LDCP => uapi::UB_TP_CC_LDCP,
+            _ => uapi::UB_TP_CC_NONE,
+        };
+        w.put_u32(uapi::UB_A_TP_CC, cc)?;
     }
     w.put_bool(uapi::UB_A_TP_CLAIMED, t.claimed)?;
     w.put_u32(uapi::UB_A_TP_RX_QUEUED, t.rx_queued)?;
@@ -1160,6 +1201,302 @@ unsafe extern "C" fn ub_nl_tp_get_doit(
         let tp = registry::tp_get(dev, tpn).map_err(|r| req.refuse(&r))?;
         // SAFETY: `info` is the doit's.
         unsafe { reply(info, uapi::UB_CMD_TP_GET, |w| fill_tp(w, &tp)) }
+    })())
+}
+
+/// The channel attributes of a `tp-new` (or `tp-set`) request, each
+/// already within its policy's range.
+#[derive(Clone, Copy, Default, Debug)]
+struct TpAttrs {
+    transport: Option<u32>,
+    mode: Option<u32>,
+    fast_retransmit: Option<bool>,
+    mtu: Option<u32>,
+    ooo_window: Option<u32>,
+    rto_static_us: Option<u32>,
+    rto_base_us: Option<u32>,
+    rto_n: Option<u8>,
+    retry_limit: Option<u8>,
+    cc: Option<u32>,
+    load_balance: Option<u32>,
+    lb_range: Option<u8>,
+    lb_key: Option<u32>,
+    send_window: Option<u32>,
+}
+
+impl TpAttrs {
+    fn of(req: &Request<'_>) -> Self {
+        let u32_of = |t| req.get(t).map(Attr::u32);
+        let u8_of = |t| req.get(t).map(Attr::u8);
+        Self {
+            transport: u32_of(uapi::UB_A_TP_TRANSPORT),
+            mode: u32_of(uapi::UB_A_TP_MODE),
+            fast_retransmit: u8_of(uapi::UB_A_TP_FAST_RETRANSMIT).map(|v| v != 0),
+            mtu: u32_of(uapi::UB_A_TP_MTU),
+            ooo_window: u32_of(uapi::UB_A_TP_OOO_WINDOW),
+            rto_static_us: u32_of(uapi::UB_A_TP_RTO_STATIC_US),
+            rto_base_us: u32_of(uapi::UB_A_TP_RTO_BASE_US),
+            rto_n: u8_of(uapi::UB_A_TP_RTO_N),
+            retry_limit: u8_of(uapi::UB_A_TP_RETRY_LIMIT),
+            cc: u32_of(uapi::UB_A_TP_CC),
+            load_balance: u32_of(uapi::UB_A_TP_LOAD_BALANCE),
+            lb_range: u8_of(uapi::UB_A_TP_LB_RANGE),
+            lb_key: u32_of(uapi::UB_A_TP_LB_KEY),
+            send_window: u32_of(uapi::UB_A_TP_SEND_WINDOW),
+        }
+    }
+
+    /// The first attribute present that a live channel cannot change.
+    fn first_fixed(&self) -> Option<Field> {
+        use Field as F;
+        [
+            (self.transport.is_some(), F::Transport),
+            (self.mode.is_some(), F::Mode),
+            (self.fast_retransmit.is_some(), F::FastRetransmit),
+            (self.mtu.is_some(), F::Mtu),
+            (self.ooo_window.is_some(), F::OooWindow),
+            (self.rto_static_us.is_some(), F::RtoStatic),
+            (self.rto_base_us.is_some(), F::RtoBase),
+            (self.rto_n.is_some(), F::RtoN),
+            (self.retry_limit.is_some(), F::RetryLimit),
+            (self.cc.is_some(), F::Cc),
+            (self.load_balance.is_some(), F::LoadBalance),
+            (self.lb_range.is_some(), F::LbRange),
+            (self.lb_key.is_some(), F::LbKey),
+            (self.send_window.is_some(), F::SendWindow),
+        ]
+        .into_iter()
+        .find_map(|(present, f)| present.then_some(f))
+    }
+}
+
+/// Congestion window limits of CAQM and LDCP channels made by `tp-new`
+/// (the values the simulator runs them with), bytes.
+const CC_INITIAL_CW: u32 = 65_536;
+const CC_MAX_CW: u32 = 1 << 20;
+/// CAQM's bytes per Hint unit.
+const CAQM_HINT_UNIT: u32 = 32;
+
+/// The configuration `a` asks for over `base` (the driver's defaults), or
+/// the rule between attributes it breaks. The rules of each value (the
+/// spec's) are the endpoint's, checked when it opens the channel.
+fn channel_config(a: &TpAttrs, base: ChannelConfig) -> Result<ChannelConfig, Refusal> {
+    let mut cfg = base;
+    if a.transport == Some(uapi::UB_TP_TRANSPORT_CTP) {
+        return Err(Refusal::of(
+            Field::Transport,
+            EOPNOTSUPP,
+            c"CTP channels are not yet supported by tp-new",
+        ));
+    }
+    if let Some(m) = a.mode {
+        cfg.mode = if m == uapi::UB_TP_MODE_GO_BACK_N {
+            RetransmitMode::GoBackN
+        } else {
+            RetransmitMode::Selective
+        };
+    }
+    if let Some(f) = a.fast_retransmit {
+        cfg.fast_retransmit = f;
+    }
+    if let Some(w) = a.ooo_window {
+        cfg.ooo_window = w;
+    }
+    // Out-of-order packets are held in a slot per packet of the window,
+    // except by Go-Back-N with fast retransmission, which holds none.
+    cfg.rx_slots = if cfg.mode == RetransmitMode::GoBackN && cfg.fast_retransmit {
+        0
+    } else {
+        cfg.ooo_window
+    };
+    match (a.rto_static_us, a.rto_base_us, a.rto_n) {
+        (Some(_), Some(_), _) => {
+            return Err(Refusal::of(
+                Field::RtoBase,
+                EINVAL,
+                c"a static RTO (rto-static-us) and a dynamic one (rto-base-us) exclude each other",
+            ))
+        }
+        (Some(_), None, Some(_)) | (None, None, Some(_)) => {
+            return Err(Refusal::of(
+                Field::RtoN,
+                EINVAL,
+                c"rto-n is the coefficient of a dynamic RTO: it needs rto-base-us",
+            ))
+        }
+        (Some(timeout_us), None, None) => cfg.rto = RtoConfig::Static { timeout_us },
+        (None, Some(base_us), n) => {
+            let n = match (n, base.rto) {
+                (Some(n), _) => n,
+                (None, RtoConfig::Dynamic { n, .. }) => n,
+                (None, RtoConfig::Static { .. }) => 1,
+            };
+            cfg.rto = RtoConfig::Dynamic { base_us, n };
+        }
+        (None, None, None) => {}
+    }
+    if let Some(r) = a.retry_limit {
+        cfg.retry_limit = r;
+    }
+    if let Some(m) = a.mtu {
+        cfg.mtu = m;
+    }
+    if let Some(c) = a.cc {
+        let alg = match c {
+            uapi::UB_TP_CC_CAQM => CcAlgorithm::Caqm {
+                hint_unit: CAQM_HINT_UNIT,
+            },
+            uapi::UB_TP_CC_LDCP => CcAlgorithm::Ldcp,
+            _ => CcAlgorithm::None,
+        };
+        cfg.cc = match alg {
+            CcAlgorithm::None => CcConfig::NONE,
+            alg => CcConfig {
+                alg,
+                initial_cw: CC_INITIAL_CW,
+                max_cw: CC_MAX_CW,
+                mtu: cfg.mtu,
+                path_wide_permille: 0,
+            },
+        };
+    }
+    cfg.cc.mtu = cfg.mtu;
+    let per_packet = a.load_balance == Some(uapi::UB_LOAD_BALANCE_PER_PACKET);
+    match (per_packet, a.lb_range) {
+        (false, Some(_)) => return Err(Refusal::of(
+            Field::LbRange,
+            EINVAL,
+            c"lb-range is the range of per-packet load balancing: it needs load-balance per-packet",
+        )),
+        // 16 source ports (or LBFs) unless told: enough for the switches
+        // to spread the channel over every path.
+        (true, range) => {
+            cfg.lb = LoadBalance::PerPacket {
+                range_log2: range.unwrap_or(4),
+            }
+        }
+        (false, None) => {
+            if a.load_balance.is_some() {
+                cfg.lb = LoadBalance::PerFlow;
+            }
+        }
+    }
+    if cfg.fast_retransmit && per_packet {
+        // The endpoint refuses it too; here the extended ACK can point at
+        // the attribute the request gave (fast retransmission is on by
+        // default).
+        let field = if a.fast_retransmit == Some(true) {
+            Field::FastRetransmit
+        } else {
+            Field::LoadBalance
+        };
+        return Err(Refusal::of(
+            field,
+            EINVAL,
+            c"fast retransmit cannot be combined with per-packet load balancing (UB spec table 6-7; fast retransmit is on unless turned off)",
+        ));
+    }
+    if let Some(k) = a.lb_key {
+        // The policy bounds it to 16 bits.
+        cfg.lb_key = u16::try_from(k).unwrap_or(u16::MAX);
+    }
+    if let Some(w) = a.send_window {
+        cfg.send_window = w;
+    }
+    Ok(cfg)
+}
+
+/// `tp-new` do: opens a TP Channel, unclaimed; replies with its TPN.
+///
+/// # Safety
+///
+/// Called by genetlink only, with its valid `skb` and `info`.
+#[no_mangle]
+unsafe extern "C" fn ub_nl_tp_new_doit(
+    _skb: *mut bindings::sk_buff,
+    info: *mut bindings::genl_info,
+) -> c_int {
+    // SAFETY: Called by genetlink for the tp-new doit.
+    let req = unsafe { do_request(info, maxattr::TP_NEW_DO, AttrSet::Tp) };
+    errno_of((|| {
+        let dev = req.require_u32(uapi::UB_A_TP_DEV_INDEX)?;
+        let nest = req.require(uapi::UB_A_TP_PEER)?;
+        let key = req.require_u32(uapi::UB_A_TP_KEY)?;
+        let remote = parse_addr(&req, nest, Field::Peer)?;
+        let cfg = channel_config(&TpAttrs::of(&req), crate::ub_net::tp_config())
+            .map_err(|r| req.refuse(&r))?;
+        let tpn = registry::tp_new(dev, remote, key, cfg).map_err(|r| req.refuse(&r))?;
+        // SAFETY: `info` is the doit's.
+        unsafe {
+            reply(info, uapi::UB_CMD_TP_NEW, |w| {
+                w.put_u32(uapi::UB_A_TP_DEV_INDEX, dev)?;
+                w.put_u32(uapi::UB_A_TP_TPN, tpn)
+            })
+        }
+    })())
+}
+
+/// The change a `tp-set` request asks for.
+fn tp_change(a: &TpAttrs, state: Option<u32>) -> Result<TpChange, Refusal> {
+    if let Some(f) = a.first_fixed() {
+        return Err(Refusal::of(
+            f,
+            EOPNOTSUPP,
+            c"fixed when the channel is set up: tp-set changes only the state",
+        ));
+    }
+    match state {
+        None => Err(Refusal::general(
+            EINVAL,
+            c"tp-set without any setting to change",
+        )),
+        Some(uapi::UB_TP_STATE_SUSPENDED) => Ok(TpChange::Suspend),
+        Some(uapi::UB_TP_STATE_RTS) => Ok(TpChange::Resume),
+        Some(_) => Err(Refusal::of(
+            Field::State,
+            EINVAL,
+            c"a channel's state can be set to suspended or rts only",
+        )),
+    }
+}
+
+/// `tp-set` do: suspends or resumes a TP Channel.
+///
+/// # Safety
+///
+/// Called by genetlink only, with its valid `skb` and `info`.
+#[no_mangle]
+unsafe extern "C" fn ub_nl_tp_set_doit(
+    _skb: *mut bindings::sk_buff,
+    info: *mut bindings::genl_info,
+) -> c_int {
+    // SAFETY: Called by genetlink for the tp-set doit.
+    let req = unsafe { do_request(info, maxattr::TP_SET_DO, AttrSet::Tp) };
+    errno_of((|| {
+        let dev = req.require_u32(uapi::UB_A_TP_DEV_INDEX)?;
+        let tpn = req.require_u32(uapi::UB_A_TP_TPN)?;
+        let state = req.get(uapi::UB_A_TP_STATE).map(Attr::u32);
+        let change = tp_change(&TpAttrs::of(&req), state).map_err(|r| req.refuse(&r))?;
+        registry::tp_set(dev, tpn, change).map_err(|r| req.refuse(&r))
+    })())
+}
+
+/// `tp-del` do: tears a TP Channel down.
+///
+/// # Safety
+///
+/// Called by genetlink only, with its valid `skb` and `info`.
+#[no_mangle]
+unsafe extern "C" fn ub_nl_tp_del_doit(
+    _skb: *mut bindings::sk_buff,
+    info: *mut bindings::genl_info,
+) -> c_int {
+    // SAFETY: Called by genetlink for the tp-del doit.
+    let req = unsafe { do_request(info, maxattr::TP_DEL_DO, AttrSet::Tp) };
+    errno_of((|| {
+        let dev = req.require_u32(uapi::UB_A_TP_DEV_INDEX)?;
+        let tpn = req.require_u32(uapi::UB_A_TP_TPN)?;
+        registry::tp_del(dev, tpn).map_err(|r| req.refuse(&r))
     })())
 }
 
@@ -1551,7 +1888,7 @@ pub(crate) fn echo_reply(to: &ReplyTo, reply: &EchoReply) {
 mod tests {
     use super::*;
 
-    const ALL_FIELDS: [Field; 15] = [
+    const ALL_FIELDS: [Field; 31] = [
         Field::DevIndex,
         Field::PortIndex,
         Field::AdminUp,
@@ -1567,6 +1904,22 @@ mod tests {
         Field::Npi,
         Field::Size,
         Field::Tpn,
+        Field::Peer,
+        Field::Key,
+        Field::State,
+        Field::Transport,
+        Field::Mode,
+        Field::FastRetransmit,
+        Field::Mtu,
+        Field::OooWindow,
+        Field::RtoStatic,
+        Field::RtoBase,
+        Field::RtoN,
+        Field::RetryLimit,
+        Field::Cc,
+        Field::LbRange,
+        Field::LbKey,
+        Field::SendWindow,
     ];
 
     /// Each field maps into the request attributes of its set's ops (so
@@ -1578,7 +1931,7 @@ mod tests {
             (AttrSet::Port, maxattr::PORT_SET_DO),
             (AttrSet::Route, maxattr::ROUTE_ADD_DO),
             (AttrSet::Echo, maxattr::ECHO_DO),
-            (AttrSet::Tp, maxattr::TP_GET_DO),
+            (AttrSet::Tp, maxattr::TP_NEW_DO),
         ] {
             let mut seen = 0u64;
             for f in ALL_FIELDS {
@@ -1848,6 +2201,166 @@ mod tests {
             assert_eq!(&seen[..], &items[..]);
             // Jumps, not one step per TPN in between.
             assert!(gets < 40);
+        }
+    }
+
+    /// The attributes of `tp-new` over the driver's defaults, and the
+    /// rules between them, each refusal naming its attribute.
+    #[test]
+    fn tp_new_configs() {
+        let base = crate::ub_net::tp_config();
+        let cfg = |a: TpAttrs| channel_config(&a, base);
+        // Nothing given: the driver's configuration as it is.
+        assert_eq!(cfg(TpAttrs::default()).ok(), Some(base));
+        let c = cfg(TpAttrs {
+            mode: Some(uapi::UB_TP_MODE_GO_BACK_N),
+            ooo_window: Some(512),
+            rto_base_us: Some(20_000),
+            mtu: Some(1024),
+            cc: Some(uapi::UB_TP_CC_LDCP),
+            lb_key: Some(50_000),
+            ..TpAttrs::default()
+        })
+        .ok();
+        assert_eq!(c.map(|c| c.mode), Some(RetransmitMode::GoBackN));
+        // Go-Back-N with fast retransmission holds nothing out of order.
+        assert_eq!(c.map(|c| c.rx_slots), Some(0));
+        assert_eq!(c.map(|c| c.ooo_window), Some(512));
+        assert_eq!(
+            c.map(|c| c.rto),
+            Some(RtoConfig::Dynamic {
+                base_us: 20_000,
+                n: 1
+            })
+        );
+        assert_eq!(c.map(|c| (c.mtu, c.cc.mtu)), Some((1024, 1024)));
+        assert_eq!(c.map(|c| c.cc.alg), Some(CcAlgorithm::Ldcp));
+        assert_eq!(c.map(|c| c.lb_key), Some(50_000));
+        let sprayed = cfg(TpAttrs {
+            fast_retransmit: Some(false),
+            load_balance: Some(uapi::UB_LOAD_BALANCE_PER_PACKET),
+            ..TpAttrs::default()
+        })
+        .ok();
+        assert_eq!(
+            sprayed.map(|c| c.lb),
+            Some(LoadBalance::PerPacket { range_log2: 4 })
+        );
+        assert_eq!(sprayed.map(|c| c.rx_slots), Some(256));
+        for (a, field, errno) in [
+            (
+                TpAttrs {
+                    transport: Some(uapi::UB_TP_TRANSPORT_CTP),
+                    ..TpAttrs::default()
+                },
+                Field::Transport,
+                EOPNOTSUPP,
+            ),
+            (
+                TpAttrs {
+                    rto_static_us: Some(512),
+                    rto_base_us: Some(100),
+                    ..TpAttrs::default()
+                },
+                Field::RtoBase,
+                EINVAL,
+            ),
+            (
+                TpAttrs {
+                    rto_n: Some(2),
+                    ..TpAttrs::default()
+                },
+                Field::RtoN,
+                EINVAL,
+            ),
+            (
+                TpAttrs {
+                    lb_range: Some(2),
+                    ..TpAttrs::default()
+                },
+                Field::LbRange,
+                EINVAL,
+            ),
+            // Fast retransmission is on by default: the refusal points at
+            // the attribute given.
+            (
+                TpAttrs {
+                    load_balance: Some(uapi::UB_LOAD_BALANCE_PER_PACKET),
+                    ..TpAttrs::default()
+                },
+                Field::LoadBalance,
+                EINVAL,
+            ),
+            (
+                TpAttrs {
+                    fast_retransmit: Some(true),
+                    load_balance: Some(uapi::UB_LOAD_BALANCE_PER_PACKET),
+                    ..TpAttrs::default()
+                },
+                Field::FastRetransmit,
+                EINVAL,
+            ),
+        ] {
+            let r = cfg(a).err();
+            assert_eq!(r.and_then(|r| r.field), Some(field));
+            assert_eq!(r.map(|r| r.errno.to_errno()), Some(errno.to_errno()));
+        }
+    }
+
+    /// `tp-set` changes the state only, to suspended or rts.
+    #[test]
+    fn tp_set_changes() {
+        let none = TpAttrs::default();
+        assert_eq!(
+            tp_change(&none, Some(uapi::UB_TP_STATE_SUSPENDED)).ok(),
+            Some(TpChange::Suspend)
+        );
+        assert_eq!(
+            tp_change(&none, Some(uapi::UB_TP_STATE_RTS)).ok(),
+            Some(TpChange::Resume)
+        );
+        let r = tp_change(&none, Some(uapi::UB_TP_STATE_ERR)).err();
+        assert_eq!(r.and_then(|r| r.field), Some(Field::State));
+        let r = tp_change(&none, None).err();
+        assert!(r.is_some_and(|r| r.field.is_none()));
+        let mtu = TpAttrs {
+            mtu: Some(1024),
+            ..TpAttrs::default()
+        };
+        let r = tp_change(&mtu, Some(uapi::UB_TP_STATE_RTS)).err();
+        assert_eq!(r.and_then(|r| r.field), Some(Field::Mtu));
+        assert_eq!(r.map(|r| r.errno.to_errno()), Some(EOPNOTSUPP.to_errno()));
+    }
+
+    /// Every refusal of a channel the endpoint will not open points at an
+    /// attribute of `tp-new`'s request, if at any.
+    #[test]
+    fn open_refusals_point_at_tp_new_attrs() {
+        use crate::host::{ConfigError as C, OpenError as O};
+        for e in [
+            O::Config(C::OooWindow(384)),
+            O::Config(C::SendWindow(0)),
+            O::Config(C::RtoBase(1)),
+            O::Config(C::StaticRtoLevel(1000)),
+            O::Config(C::FastRetransmitWithPerPacketLb),
+            O::Config(C::Mtu {
+                mtu: 9000,
+                max: 4096,
+            }),
+            O::Config(C::SprayRange(15)),
+            O::Config(C::RtpFormat),
+            O::Config(C::NoLocalAddress),
+            O::Config(C::Zero),
+            O::TableFull,
+            O::Alloc,
+            O::Exists,
+        ] {
+            let r = crate::ub_net::open_refusal(e);
+            if let Some(f) = r.field {
+                let a = field_attr(AttrSet::Tp, f);
+                assert!(a.is_some_and(|a| a <= maxattr::TP_NEW_DO));
+            }
+            assert!(!r.msg.to_bytes().is_empty());
         }
     }
 

@@ -207,6 +207,27 @@ pub(crate) fn tp_list(dev: u32, from: u32) -> Result<KVec<TpSnapshot>, Refusal> 
     find(dev)?.tp_snapshots(from..).map_err(|_| no_memory())
 }
 
+/// Opens a TP Channel to `remote` named `key` with `cfg`, unclaimed
+/// (`tp-new`); its TPN.
+pub(crate) fn tp_new(
+    dev: u32,
+    remote: Addr,
+    key: u32,
+    cfg: crate::host::ChannelConfig,
+) -> Result<u32, Refusal> {
+    find(dev)?.channel_open_unclaimed(remote, key, cfg)
+}
+
+/// Suspends or resumes TP Channel `tpn` (`tp-set`).
+pub(crate) fn tp_set(dev: u32, tpn: u32, change: crate::ub_net::TpChange) -> Result<(), Refusal> {
+    find(dev)?.channel_change(tpn, change)
+}
+
+/// Tears TP Channel `tpn` down (`tp-del`).
+pub(crate) fn tp_del(dev: u32, tpn: u32) -> Result<(), Refusal> {
+    find(dev)?.channel_delete(tpn)
+}
+
 /// Sets the NPI.
 pub(crate) fn npi_set(dev: u32, mode: NpiMode, npi: u32) -> Result<(), Refusal> {
     find(dev)?.set_npi(mode, npi)

@@ -338,6 +338,38 @@ pub(crate) enum Field {
     Size,
     /// The TPN of a TP Channel.
     Tpn,
+    /// The peer of a TP Channel (`peer` of `tp-new`).
+    Peer,
+    /// `key` of a TP Channel.
+    Key,
+    /// `state` of `tp-set`.
+    State,
+    /// `transport` (RTP or CTP) of `tp-new`.
+    Transport,
+    /// `mode` (retransmission algorithm) of a TP Channel.
+    Mode,
+    /// `fast-retransmit` of a TP Channel.
+    FastRetransmit,
+    /// `mtu` of a TP Channel.
+    Mtu,
+    /// `ooo-window` of a TP Channel.
+    OooWindow,
+    /// `rto-static-us` of a TP Channel.
+    RtoStatic,
+    /// `rto-base-us` of a TP Channel.
+    RtoBase,
+    /// `rto-n` of a TP Channel.
+    RtoN,
+    /// `retry-limit` of a TP Channel.
+    RetryLimit,
+    /// `cc` of a TP Channel.
+    Cc,
+    /// `lb-range` of a TP Channel.
+    LbRange,
+    /// `lb-key` of a TP Channel.
+    LbKey,
+    /// `send-window` of a TP Channel.
+    SendWindow,
 }
 
 /// Why a request was refused. Nothing has changed when one is returned.

@@ -20,6 +20,25 @@ static const struct netlink_range_validation ub_a_dev_npi_range = {
 	.max	= 33554431ULL,
 };
 
+static const struct netlink_range_validation ub_a_tp_rto_static_us_range = {
+	.min	= 512ULL,
+	.max	= 4000000ULL,
+};
+
+static const struct netlink_range_validation ub_a_tp_rto_base_us_range = {
+	.min	= 4ULL,
+	.max	= 2097152ULL,
+};
+
+static const struct netlink_range_validation ub_a_tp_lb_key_range = {
+	.max	= 65535ULL,
+};
+
+static const struct netlink_range_validation ub_a_tp_send_window_range = {
+	.min	= 1ULL,
+	.max	= 8388607ULL,
+};
+
 /* Common nested types */
 const struct nla_policy ub_addr_nl_policy[UB_A_ADDR_IPV6 + 1] = {
 	[UB_A_ADDR_TYPE] = NLA_POLICY_MAX(NLA_U32, 3),
@@ -112,6 +131,54 @@ static const struct nla_policy ub_tp_get_do_nl_policy[UB_A_TP_TPN + 1] = {
 /* UB_CMD_TP_GET - dump */
 static const struct nla_policy ub_tp_get_dump_nl_policy[UB_A_TP_DEV_INDEX + 1] = {
 	[UB_A_TP_DEV_INDEX] = { .type = NLA_U32, },
+};
+
+/* UB_CMD_TP_NEW - do */
+static const struct nla_policy ub_tp_new_nl_policy[UB_A_TP_SEND_WINDOW + 1] = {
+	[UB_A_TP_DEV_INDEX] = { .type = NLA_U32, },
+	[UB_A_TP_PEER] = NLA_POLICY_NESTED(ub_addr_nl_policy),
+	[UB_A_TP_KEY] = { .type = NLA_U32, },
+	[UB_A_TP_MODE] = NLA_POLICY_MAX(NLA_U32, 1),
+	[UB_A_TP_FAST_RETRANSMIT] = NLA_POLICY_MAX(NLA_U8, 1),
+	[UB_A_TP_MTU] = NLA_POLICY_RANGE(NLA_U32, 256, 4096),
+	[UB_A_TP_TRANSPORT] = NLA_POLICY_MAX(NLA_U32, 1),
+	[UB_A_TP_OOO_WINDOW] = NLA_POLICY_RANGE(NLA_U32, 128, 2048),
+	[UB_A_TP_RTO_STATIC_US] = NLA_POLICY_FULL_RANGE(NLA_U32, &ub_a_tp_rto_static_us_range),
+	[UB_A_TP_RTO_BASE_US] = NLA_POLICY_FULL_RANGE(NLA_U32, &ub_a_tp_rto_base_us_range),
+	[UB_A_TP_RTO_N] = { .type = NLA_U8, },
+	[UB_A_TP_RETRY_LIMIT] = { .type = NLA_U8, },
+	[UB_A_TP_CC] = NLA_POLICY_MAX(NLA_U32, 2),
+	[UB_A_TP_LOAD_BALANCE] = NLA_POLICY_MAX(NLA_U32, 1),
+	[UB_A_TP_LB_RANGE] = NLA_POLICY_MAX(NLA_U8, 14),
+	[UB_A_TP_LB_KEY] = NLA_POLICY_FULL_RANGE(NLA_U32, &ub_a_tp_lb_key_range),
+	[UB_A_TP_SEND_WINDOW] = NLA_POLICY_FULL_RANGE(NLA_U32, &ub_a_tp_send_window_range),
+};
+
+/* UB_CMD_TP_SET - do */
+static const struct nla_policy ub_tp_set_nl_policy[UB_A_TP_SEND_WINDOW + 1] = {
+	[UB_A_TP_DEV_INDEX] = { .type = NLA_U32, },
+	[UB_A_TP_TPN] = { .type = NLA_U32, },
+	[UB_A_TP_STATE] = NLA_POLICY_MAX(NLA_U32, 5),
+	[UB_A_TP_MODE] = NLA_POLICY_MAX(NLA_U32, 1),
+	[UB_A_TP_FAST_RETRANSMIT] = NLA_POLICY_MAX(NLA_U8, 1),
+	[UB_A_TP_MTU] = NLA_POLICY_RANGE(NLA_U32, 256, 4096),
+	[UB_A_TP_TRANSPORT] = NLA_POLICY_MAX(NLA_U32, 1),
+	[UB_A_TP_OOO_WINDOW] = NLA_POLICY_RANGE(NLA_U32, 128, 2048),
+	[UB_A_TP_RTO_STATIC_US] = NLA_POLICY_FULL_RANGE(NLA_U32, &ub_a_tp_rto_static_us_range),
+	[UB_A_TP_RTO_BASE_US] = NLA_POLICY_FULL_RANGE(NLA_U32, &ub_a_tp_rto_base_us_range),
+	[UB_A_TP_RTO_N] = { .type = NLA_U8, },
+	[UB_A_TP_RETRY_LIMIT] = { .type = NLA_U8, },
+	[UB_A_TP_CC] = NLA_POLICY_MAX(NLA_U32, 2),
+	[UB_A_TP_LOAD_BALANCE] = NLA_POLICY_MAX(NLA_U32, 1),
+	[UB_A_TP_LB_RANGE] = NLA_POLICY_MAX(NLA_U8, 14),
+	[UB_A_TP_LB_KEY] = NLA_POLICY_FULL_RANGE(NLA_U32, &ub_a_tp_lb_key_range),
+	[UB_A_TP_SEND_WINDOW] = NLA_POLICY_FULL_RANGE(NLA_U32, &ub_a_tp_send_window_range),
+};
+
+/* UB_CMD_TP_DEL - do */
+static const struct nla_policy ub_tp_del_nl_policy[UB_A_TP_TPN + 1] = {
+	[UB_A_TP_DEV_INDEX] = { .type = NLA_U32, },
+	[UB_A_TP_TPN] = { .type = NLA_U32, },
 };
 
 /* Ops table for ub */
@@ -211,6 +278,27 @@ static const struct genl_split_ops ub_nl_ops[] = {
 		.policy		= ub_tp_get_dump_nl_policy,
 		.maxattr	= UB_A_TP_DEV_INDEX,
 		.flags		= GENL_CMD_CAP_DUMP,
+	},
+	{
+		.cmd		= UB_CMD_TP_NEW,
+		.doit		= ub_nl_tp_new_doit,
+		.policy		= ub_tp_new_nl_policy,
+		.maxattr	= UB_A_TP_SEND_WINDOW,
+		.flags		= GENL_ADMIN_PERM | GENL_CMD_CAP_DO,
+	},
+	{
+		.cmd		= UB_CMD_TP_SET,
+		.doit		= ub_nl_tp_set_doit,
+		.policy		= ub_tp_set_nl_policy,
+		.maxattr	= UB_A_TP_SEND_WINDOW,
+		.flags		= GENL_ADMIN_PERM | GENL_CMD_CAP_DO,
+	},
+	{
+		.cmd		= UB_CMD_TP_DEL,
+		.doit		= ub_nl_tp_del_doit,
+		.policy		= ub_tp_del_nl_policy,
+		.maxattr	= UB_A_TP_TPN,
+		.flags		= GENL_ADMIN_PERM | GENL_CMD_CAP_DO,
 	},
 };
 

@@ -29,6 +29,9 @@ int ub_nl_npi_set_doit(struct sk_buff *skb, struct genl_info *info);
 int ub_nl_echo_doit(struct sk_buff *skb, struct genl_info *info);
 int ub_nl_tp_get_doit(struct sk_buff *skb, struct genl_info *info);
 int ub_nl_tp_get_dumpit(struct sk_buff *skb, struct netlink_callback *cb);
+int ub_nl_tp_new_doit(struct sk_buff *skb, struct genl_info *info);
+int ub_nl_tp_set_doit(struct sk_buff *skb, struct genl_info *info);
+int ub_nl_tp_del_doit(struct sk_buff *skb, struct genl_info *info);
 
 enum {
 	UB_NLGRP_MONITOR,

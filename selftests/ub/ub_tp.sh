@@ -349,6 +349,109 @@ t_tp_unknown() {
 	sed 's/^/# /' /tmp/ub-tp-err.out
 	grep -q "no TP Channel with this TPN" /tmp/ub-tp-err.out && grep -q "tp.tpn" /tmp/ub-tp-err.out
 }
+# A channel made with ubctl (netlink tp-new): vm1 opens channel 113 to vm0
+# with attributes that are not the driver's defaults; it waits in vm1's
+# table, unclaimed, and reaches RTS with vm0's endpoint (which accepts it
+# for a binder, as any channel a peer opens). ubctl tp show lists what the
+# two ends agreed; tp set suspends and resumes it; then ub-tp send binds
+# the same peer and key, claims it, and streams to vm0's ub-tp recv.
+# Then channel 114: vm1 opens it the same way, streams into it, and tears
+# it down mid-stream with ubctl tp del: vm1's writer fails with
+# ECONNABORTED, vm0's reader sees the end of the stream after intact
+# messages only, and the channel is gone from vm1's table.
+tp_json() {
+	"$UBCTL" -j tp show 0 "$1" 2> /dev/null
+}
+# tp_wait TPN PATTERN: up to 5 s for the channel's JSON to match.
+tp_wait() {
+	i=0
+	until tp_json "$1" | grep -q "$2"; do
+		i=$((i + 1))
+		if [ $i -gt 50 ]; then
+			echo "# channel $1 never matched $2: $(tp_json "$1")"
+			return 1
+		fi
+		sleep 0.1
+	done
+}
+t_tp_add() {
+	saved="$COUNT $SIZES"
+	COUNT=20
+	SIZES=1-65536
+	if [ "$guest" = 0 ]; then
+		stream 113
+		rc=$?
+	else
+		rc=1
+		if tpn=$("$UBCTL" tp add 0 remote "$them" key 113 retransmit sr fast-retransmit off \
+			ooo-window 512 rto dynamic base 20000 n 1 retry-limit 6 mtu 1024 2>&1) &&
+			echo "# ubctl tp add: TPN $tpn" &&
+			tp_wait "$tpn" '"state":"rts"' &&
+			tp_json "$tpn" | sed 's/^/# agreed: /' &&
+			tp_json "$tpn" | grep '"claimed":0' | grep '"mode":"selective"' |
+			grep '"fast-retransmit":0' | grep '"mtu":1024' | grep '"rto-base-us":20000' |
+				grep -q '"retry-limit":6' &&
+			"$UBCTL" tp set 0 "$tpn" state suspended && tp_wait "$tpn" '"state":"suspended"' &&
+			"$UBCTL" tp set 0 "$tpn" state rts && tp_wait "$tpn" '"state":"rts"'; then
+			stream 113
+			rc=$?
+		else
+			echo "# $tpn"
+		fi
+	fi
+	COUNT=${saved% *}
+	SIZES=${saved#* }
+	return $rc
+}
+# A listen bind claims a channel made with ubctl too: vm1 opens channel 115
+# to vm0 with ubctl tp add and listens for it (ub-tp recv, the listen
+# bind takes its own unclaimed channel); vm0's ub-tp send binds the
+# channel vm1 opened. vm0 waits until vm1's channel is there (otherwise
+# its connect would open one towards vm1 first, and vm1's tp add would find
+# that one: EEXIST).
+t_tp_add_listen() {
+	if [ "$guest" = 0 ]; then
+		sleep 2
+		"$UBTP" send --dev 0 --to "$them" --key 115 --count 20 --sizes 1-65536 --seed 115 \
+			--timeout-ms 60000 > /tmp/ub-tp.out 2>&1
+	else
+		tpn=$("$UBCTL" tp add 0 remote "$them" key 115 mtu 2048) || return 1
+		"$UBTP" recv --dev 0 --from "$them" --key 115 --count 20 --sizes 1-65536 --seed 115 \
+			--timeout-ms 60000 --info > /tmp/ub-tp.out 2>&1
+	fi
+	rc=$?
+	sed 's/^/# /' /tmp/ub-tp.out | head -n 3
+	[ "$guest" = 0 ] || grep -Eq "error [0-9]+ tpn $tpn " /tmp/ub-tp.out || { echo "# not TPN $tpn"; rc=1; }
+	return $rc
+}
+t_tp_del() {
+	if [ "$guest" = 0 ]; then
+		timeout 40 "$UBTP" recv --dev 0 --from "$them" --key 114 --count 100000 --sizes 4096 \
+			--seed 114 --timeout-ms 60000 > /tmp/ub-tp.out 2>&1
+		rc=$?
+		sed 's/^/# /' /tmp/ub-tp.out | tail -3
+		[ $rc -ne 0 ] && [ $rc -ne 124 ] &&
+			! grep -Eq "corrupt [1-9]|out-of-order [1-9]|duplicates [1-9]" /tmp/ub-tp.out
+		return
+	fi
+	tpn=$("$UBCTL" tp add 0 remote "$them" key 114) || return 1
+	"$UBTP" send --dev 0 --to "$them" --key 114 --count 100000 --sizes 4096 --seed 114 \
+		--timeout-ms 60000 > /tmp/ub-tp.out 2>&1 &
+	snd=$!
+	sleep 2
+	tp_wait "$tpn" '"claimed":1' && "$UBCTL" tp del 0 "$tpn"
+	del=$?
+	wait "$snd"
+	rc=$?
+	sed 's/^/# /' /tmp/ub-tp.out | tail -3
+	i=0
+	while tp_json "$tpn" > /dev/null; do
+		i=$((i + 1))
+		[ $i -le 50 ] || { echo "# channel $tpn still listed: $(tp_json "$tpn")"; return 1; }
+		sleep 0.1
+	done
+	[ $del -eq 0 ] && [ $rc -ne 0 ] && grep -q ECONNABORTED /tmp/ub-tp.out
+}
 # vm1's plane 1 is pulled while the stream runs (faults off): the channel
 # carries on over plane 0 (the endpoint leaves the down port out of its
 # routes, the switches route round it) and loses nothing.
@@ -434,7 +537,7 @@ t_link_retries() {
 	[ "$n" -gt "$retries_before" ]
 }
 
-ktap_set_plan 24
+ktap_set_plan 27
 ktap_test_result "insmod ub.ko" insmod "$MODULE"
 ktap_test_result "links up, address and route configured" t_config
 ktap_test_result "the peer answers" t_peer
@@ -452,6 +555,9 @@ ktap_test_result "ubctl tp show of an unknown TPN fails, naming it" t_tp_unknown
 ktap_test_result "link retries on this guest's links" t_link_retries
 t_clear
 ktap_test_result "forged packets to a live channel: wrong source counted, far PSN and replays dropped, stream intact" t_forged
+ktap_test_result "ubctl tp add: non-default attributes agreed, suspend/resume, claimed by ub-tp send" t_tp_add
+ktap_test_result "ubctl tp add, then a listen bind claims the channel" t_tp_add_listen
+ktap_test_result "ubctl tp del mid-stream: writer gets ECONNABORTED, channel gone" t_tp_del
 ktap_test_result "the sender closed before the receiver bound: every message still read" t_late_reader
 ktap_test_result "in-kernel API: samples/ub/ub_echo.ko echoes 50 messages to vm1, intact" t_kernel_echo
 ktap_test_result "plane 1 of vm1 pulled mid-stream: nothing lost" t_plane_down

@@ -24,7 +24,9 @@
  *   EPROTO      the peer broke the message stream;
  *   ENOBUFS     more was received than the channel may hold unread
  *               (UB_TP_RX_QUEUE_BYTES): the channel failed rather than
- *               drop a message it had acknowledged.
+ *               drop a message it had acknowledged;
+ *   ECONNABORTED the channel was torn down locally by an administrator
+ *               (netlink tp-del, "ubctl tp del").
  * A channel the peer closed reads 0 (end of stream) after its messages;
  * write() then fails with EPIPE.
  *

@@ -90,6 +90,24 @@ enum ub_tp_mode {
 	UB_TP_MODE_SELECTIVE,
 };
 
+/*
+ * Transport mode of a TP Channel: RTP (reliable, the one tp-new opens today)
+ * or CTP (refused by tp-new until the driver carries it).
+ */
+enum ub_tp_transport {
+	UB_TP_TRANSPORT_RTP,
+	UB_TP_TRANSPORT_CTP,
+};
+
+/*
+ * Congestion control algorithm of a TP Channel (UB spec 6.6).
+ */
+enum ub_tp_cc {
+	UB_TP_CC_NONE,
+	UB_TP_CC_CAQM,
+	UB_TP_CC_LDCP,
+};
+
 enum {
 	UB_A_ADDR_TYPE = 1,
 	UB_A_ADDR_CNA,
@@ -293,6 +311,17 @@ enum {
 	UB_A_TP_CLAIMED,
 	UB_A_TP_RX_QUEUED,
 	UB_A_TP_STATS,
+	UB_A_TP_TRANSPORT,
+	UB_A_TP_OOO_WINDOW,
+	UB_A_TP_RTO_STATIC_US,
+	UB_A_TP_RTO_BASE_US,
+	UB_A_TP_RTO_N,
+	UB_A_TP_RETRY_LIMIT,
+	UB_A_TP_CC,
+	UB_A_TP_LOAD_BALANCE,
+	UB_A_TP_LB_RANGE,
+	UB_A_TP_LB_KEY,
+	UB_A_TP_SEND_WINDOW,
 
 	__UB_A_TP_MAX,
 	UB_A_TP_MAX = (__UB_A_TP_MAX - 1)
@@ -313,6 +342,9 @@ enum {
 	UB_CMD_ECHO_REPLY,
 	UB_CMD_TP_GET,
 	UB_CMD_TP_CHANGE_NTF,
+	UB_CMD_TP_NEW,
+	UB_CMD_TP_SET,
+	UB_CMD_TP_DEL,
 
 	__UB_CMD_MAX,
 	UB_CMD_MAX = (__UB_CMD_MAX - 1)

@@ -140,6 +140,7 @@ pub fn errno_name(errno: i32) -> Option<&'static str> {
         libc::ECONNREFUSED => "ECONNREFUSED",
         libc::EPROTO => "EPROTO",
         libc::ENOBUFS => "ENOBUFS",
+        libc::ECONNABORTED => "ECONNABORTED",
         libc::EPIPE => "EPIPE",
         libc::EINPROGRESS => "EINPROGRESS",
         libc::ENOTTY => "ENOTTY",
@@ -198,6 +199,9 @@ pub fn errno_meaning(op: Op, errno: i32) -> Option<&'static str> {
             "the channel failed: the peer refused the channel or never answered"
         }
         (_, libc::EPROTO) => "the channel failed: the peer broke the message stream",
+        (_, libc::ECONNABORTED) => {
+            "the channel was torn down locally by an administrator (ubctl tp del)"
+        }
         (_, libc::ENOBUFS) => {
             "the channel failed: more was received than it may hold unread (16 MiB)"
         }
@@ -243,6 +247,7 @@ mod tests {
             libc::ECONNREFUSED,
             libc::EPROTO,
             libc::ENOBUFS,
+            libc::ECONNABORTED,
             libc::EPIPE,
         ] {
             assert!(

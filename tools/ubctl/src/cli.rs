@@ -9,8 +9,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::addr::{Address, Prefix};
-use crate::request::PortChanges;
-use crate::spec::load_balance;
+use crate::request::{PortChanges, Rto, TpConfig};
+use crate::spec::{load_balance, tp_mode, LOAD_BALANCE, TP_STATE};
 
 /// Highest port number the spec allows (`port.index` `checks: max`).
 pub const PORT_MAX: u32 = 63;
@@ -231,6 +231,252 @@ pub enum TpCmd {
         #[arg(value_parser = parse_tpn)]
         tpn: Option<u32>,
     },
+    /// Open a channel, held by the device until a bind of the same peer
+    /// and key claims it; prints its TPN: DEV remote ADDR key K
+    /// [retransmit gbn|sr] [fast-retransmit [on|off]] [ooo-window N]
+    /// [rto static 512us|16ms|128ms|4s | rto dynamic base US n N]
+    /// [retry-limit N] [mtu N] [cc none|caqm|ldcp]
+    /// [lb per-flow|per-packet [range LOG2]] [sport BASE] [send-window N].
+    Add {
+        /// Device index or PCI name.
+        #[arg(value_parser = parse_dev)]
+        dev: DevArg,
+        /// Settings, iproute2 style.
+        #[arg(num_args = 1.., required = true, value_name = "SETTING")]
+        settings: Vec<String>,
+    },
+    /// Change a live channel: DEV TPN state suspended|rts.
+    Set {
+        /// Device index or PCI name.
+        #[arg(value_parser = parse_dev)]
+        dev: DevArg,
+        /// TPN of the channel on the device.
+        #[arg(value_parser = parse_tpn)]
+        tpn: u32,
+        /// Settings, iproute2 style.
+        #[arg(num_args = 1.., required = true, value_name = "SETTING")]
+        settings: Vec<String>,
+    },
+    /// Tear a channel down (whoever holds it; its reader gets ECONNABORTED).
+    Del {
+        /// Device index or PCI name.
+        #[arg(value_parser = parse_dev)]
+        dev: DevArg,
+        /// TPN of the channel on the device.
+        #[arg(value_parser = parse_tpn)]
+        tpn: u32,
+    },
+}
+
+/// Smallest and largest transport MTU (`tp.mtu` `checks`).
+pub const TP_MTU_MIN: u32 = 256;
+/// Largest transport MTU.
+pub const TP_MTU_MAX: u32 = 4096;
+/// Largest send window (`tp.send-window` `checks: max`, 8M − 1).
+pub const TP_SEND_WINDOW_MAX: u32 = 8_388_607;
+/// Largest per-packet range, log2 (`tp.lb-range` `checks: max`).
+pub const TP_LB_RANGE_MAX: u8 = 14;
+/// Dynamic RTO base range, µs (`tp.rto-base-us` `checks`).
+pub const TP_RTO_BASE_MIN_US: u32 = 4;
+/// Largest dynamic RTO base, µs.
+pub const TP_RTO_BASE_MAX_US: u32 = 2_097_152;
+
+/// What `tp add` was given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TpAdd {
+    /// The peer.
+    pub remote: Address,
+    /// The key both ends name the channel by.
+    pub key: u32,
+    /// The channel's attributes.
+    pub cfg: TpConfig,
+}
+
+fn number<T: std::str::FromStr>(kw: &str, v: Option<&String>, range: &str) -> Result<T, String> {
+    let v = v.ok_or_else(|| format!("{kw} needs a value ({range})"))?;
+    let parsed = match v.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).ok().map(|n| n.to_string()),
+        None => Some(v.clone()),
+    };
+    parsed
+        .and_then(|p| p.parse::<T>().ok())
+        .ok_or_else(|| format!("{kw} '{v}' out of range ({range})"))
+}
+
+fn in_range<T: PartialOrd + std::fmt::Display>(kw: &str, v: T, lo: T, hi: T) -> Result<T, String> {
+    if v < lo || v > hi {
+        return Err(format!("{kw} {v} out of range ({lo}-{hi})"));
+    }
+    Ok(v)
+}
+
+/// Parse `tp add`'s settings. Each value is checked against the spec's
+/// range; the rules between values (fast retransmit with per-packet load
+/// balancing, the MTU the ports carry, ...) are the kernel's, whose
+/// extended ACK says which one a request breaks.
+pub fn parse_tp_add(args: &[String]) -> Result<TpAdd, String> {
+    let mut remote = None;
+    let mut key = None;
+    let mut c = TpConfig::default();
+    let mut it = args.iter().peekable();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "remote" => {
+                let v = it.next().ok_or("remote needs an address")?;
+                remote = Some(v.parse::<Address>()?);
+            }
+            "key" => key = Some(number::<u32>(a, it.next(), "0-4294967295")?),
+            "retransmit" => {
+                c.mode = Some(match it.next().map(String::as_str) {
+                    Some("gbn" | "go-back-n") => tp_mode::GO_BACK_N,
+                    Some("sr" | "selective") => tp_mode::SELECTIVE,
+                    Some(v) => return Err(format!("retransmit '{v}': expected gbn or sr")),
+                    None => return Err("retransmit needs gbn or sr".to_string()),
+                })
+            }
+            "fast-retransmit" => {
+                c.fast_retransmit = Some(match it.peek().map(|v| v.as_str()) {
+                    Some("on") => {
+                        it.next();
+                        true
+                    }
+                    Some("off") => {
+                        it.next();
+                        false
+                    }
+                    _ => true,
+                })
+            }
+            "ooo-window" => {
+                let w = number::<u32>(a, it.next(), "128, 256, 512, 1024 or 2048")?;
+                if !w.is_power_of_two() || !(128..=2048).contains(&w) {
+                    return Err(format!(
+                        "ooo-window {w}: expected 128, 256, 512, 1024 or 2048"
+                    ));
+                }
+                c.ooo_window = Some(w);
+            }
+            "rto" => {
+                c.rto = Some(match it.next().map(String::as_str) {
+                    Some("static") => {
+                        let us = match it.next().map(String::as_str) {
+                            Some("512us") => 512,
+                            Some("16ms") => 16_000,
+                            Some("128ms") => 128_000,
+                            Some("4s") => 4_000_000,
+                            Some(v) => {
+                                return Err(format!(
+                                    "rto static '{v}': expected 512us, 16ms, 128ms or 4s"
+                                ))
+                            }
+                            None => {
+                                return Err("rto static needs 512us, 16ms, 128ms or 4s".to_string())
+                            }
+                        };
+                        Rto::Static(us)
+                    }
+                    Some("dynamic") => {
+                        let mut base_us = None;
+                        let mut n = None;
+                        while let Some(k) = it.peek().map(|v| v.as_str()) {
+                            match k {
+                                "base" => {
+                                    it.next();
+                                    let range = format!("{TP_RTO_BASE_MIN_US}-{TP_RTO_BASE_MAX_US} us");
+                                    let b = number::<u32>("rto dynamic base", it.next(), &range)?;
+                                    base_us = Some(in_range(
+                                        "rto dynamic base",
+                                        b,
+                                        TP_RTO_BASE_MIN_US,
+                                        TP_RTO_BASE_MAX_US,
+                                    )?);
+                                }
+                                "n" => {
+                                    it.next();
+                                    n = Some(number::<u8>("rto dynamic n", it.next(), "0-255")?);
+                                }
+                                _ => break,
+                            }
+                        }
+                        let base_us = base_us.ok_or("rto dynamic needs base US")?;
+                        Rto::Dynamic {
+                            base_us,
+                            n: n.unwrap_or(1),
+                        }
+                    }
+                    Some(v) => return Err(format!("rto '{v}': expected static or dynamic")),
+                    None => return Err("rto needs static or dynamic".to_string()),
+                })
+            }
+            "retry-limit" => c.retry_limit = Some(number::<u8>(a, it.next(), "0-255")?),
+            "mtu" => {
+                let range = format!("{TP_MTU_MIN}-{TP_MTU_MAX}");
+                let m = number::<u32>(a, it.next(), &range)?;
+                c.mtu = Some(in_range(a, m, TP_MTU_MIN, TP_MTU_MAX)?);
+            }
+            "cc" => {
+                let v = it.next().ok_or("cc needs none, caqm or ldcp")?;
+                c.cc = Some(
+                    crate::spec::TP_CC
+                        .value_of(v)
+                        .ok_or_else(|| format!("cc '{v}': expected none, caqm or ldcp"))?,
+                );
+            }
+            "lb" => {
+                let v = it.next().ok_or("lb needs per-flow or per-packet")?;
+                c.load_balance = Some(
+                    LOAD_BALANCE
+                        .value_of(v)
+                        .ok_or_else(|| format!("lb '{v}': expected per-flow or per-packet"))?,
+                );
+                if it.peek().map(|v| v.as_str()) == Some("range") {
+                    it.next();
+                    let range = format!("0-{TP_LB_RANGE_MAX}");
+                    let r = number::<u8>("lb range", it.next(), &range)?;
+                    c.lb_range = Some(in_range("lb range", r, 0, TP_LB_RANGE_MAX)?);
+                }
+            }
+            "sport" => c.lb_key = Some(number::<u16>(a, it.next(), "0-65535")?),
+            "send-window" => {
+                let range = format!("1-{TP_SEND_WINDOW_MAX}");
+                let w = number::<u32>(a, it.next(), &range)?;
+                c.send_window = Some(in_range(a, w, 1, TP_SEND_WINDOW_MAX)?);
+            }
+            other => {
+                return Err(format!(
+                    "unknown setting '{other}' (remote ADDR, key K, retransmit gbn|sr, fast-retransmit [on|off], ooo-window N, rto static|dynamic ..., retry-limit N, mtu N, cc none|caqm|ldcp, lb per-flow|per-packet [range LOG2], sport BASE, send-window N)"
+                ))
+            }
+        }
+    }
+    let remote = remote.ok_or("tp add needs remote ADDR")?;
+    let key = key.ok_or("tp add needs key K")?;
+    Ok(TpAdd {
+        remote,
+        key,
+        cfg: c,
+    })
+}
+
+/// Parse `tp set`'s settings: the `tp-state` value to set.
+pub fn parse_tp_set(args: &[String]) -> Result<u32, String> {
+    let mut state = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "state" => {
+                state = Some(match it.next().map(String::as_str) {
+                    Some(v @ ("suspended" | "rts")) => TP_STATE
+                        .value_of(v)
+                        .ok_or_else(|| format!("tp-state has no {v}"))?,
+                    Some(v) => return Err(format!("state '{v}': expected suspended or rts")),
+                    None => return Err("state needs suspended or rts".to_string()),
+                })
+            }
+            other => return Err(format!("unknown setting '{other}' (state suspended|rts)")),
+        }
+    }
+    state.ok_or_else(|| "nothing to change".to_string())
 }
 
 /// Parse `TPN` (the kernel says whether the device has it).
@@ -497,6 +743,9 @@ mod tests {
             &["-j", "-s", "tp", "show", "0"],
             &["tp", "show", "0000:00:03.0", "3"],
             &["stats", "0"],
+            &["tp", "add", "0", "remote", "10.0.0.1", "key", "7"],
+            &["tp", "set", "0", "3", "state", "suspended"],
+            &["tp", "del", "0000:00:03.0", "3"],
             &["npi", "set", "0", "mode", "loose", "npi", "0x10"],
             &["completion", "bash"],
         ] {
@@ -524,8 +773,158 @@ mod tests {
         refused(&["tp", "show", "0", "4294967296"], "not a number");
         refused(&["tp", "show", "0", "1", "2"], "unexpected argument");
         refused(&["completion", "tcsh"], "invalid value");
+        refused(&["tp", "add", "0"], "required");
+        refused(
+            &["tp", "set", "0", "x", "state", "rts"],
+            "TPN 'x' is not a number",
+        );
+        refused(&["tp", "del", "0"], "required");
         let e = parse(&["bogus"]).err().map(|e| e.kind());
         assert_eq!(e, Some(ErrorKind::InvalidSubcommand));
+    }
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn tp_add_settings() {
+        let a = parse_tp_add(&strings(&[
+            "remote",
+            "10.0.0.1",
+            "key",
+            "0x10",
+            "retransmit",
+            "sr",
+            "fast-retransmit",
+            "off",
+            "ooo-window",
+            "512",
+            "rto",
+            "dynamic",
+            "base",
+            "20",
+            "n",
+            "3",
+            "retry-limit",
+            "5",
+            "mtu",
+            "1024",
+            "cc",
+            "ldcp",
+            "lb",
+            "per-packet",
+            "range",
+            "3",
+            "sport",
+            "50000",
+            "send-window",
+            "1000",
+        ]));
+        assert_eq!(
+            a,
+            Ok(TpAdd {
+                remote: "10.0.0.1".parse().unwrap(),
+                key: 16,
+                cfg: TpConfig {
+                    mode: Some(tp_mode::SELECTIVE),
+                    fast_retransmit: Some(false),
+                    ooo_window: Some(512),
+                    rto: Some(Rto::Dynamic { base_us: 20, n: 3 }),
+                    retry_limit: Some(5),
+                    mtu: Some(1024),
+                    cc: Some(2),
+                    load_balance: Some(load_balance::PER_PACKET),
+                    lb_range: Some(3),
+                    lb_key: Some(50_000),
+                    send_window: Some(1000),
+                },
+            })
+        );
+        // A bare fast-retransmit means on; rto static levels by name.
+        let a = parse_tp_add(&strings(&[
+            "key",
+            "1",
+            "remote",
+            "cna24:0x000100",
+            "fast-retransmit",
+            "rto",
+            "static",
+            "16ms",
+        ]))
+        .unwrap();
+        assert_eq!(a.cfg.fast_retransmit, Some(true));
+        assert_eq!(a.cfg.rto, Some(Rto::Static(16_000)));
+        for (args, needle) in [
+            (&["key", "1"][..], "needs remote"),
+            (&["remote", "10.0.0.1"], "needs key"),
+            (
+                &["remote", "10.0.0.1", "key", "1", "ooo-window", "300"],
+                "expected 128",
+            ),
+            (
+                &["remote", "10.0.0.1", "key", "1", "mtu", "100"],
+                "out of range (256-4096)",
+            ),
+            (
+                &["remote", "10.0.0.1", "key", "1", "rto", "static", "1s"],
+                "512us",
+            ),
+            (
+                &["remote", "10.0.0.1", "key", "1", "rto", "dynamic", "n", "2"],
+                "needs base",
+            ),
+            (
+                &[
+                    "remote", "10.0.0.1", "key", "1", "rto", "dynamic", "base", "3",
+                ],
+                "out of range",
+            ),
+            (
+                &[
+                    "remote",
+                    "10.0.0.1",
+                    "key",
+                    "1",
+                    "lb",
+                    "per-packet",
+                    "range",
+                    "15",
+                ],
+                "out of range (0-14)",
+            ),
+            (
+                &["remote", "10.0.0.1", "key", "1", "send-window", "0"],
+                "out of range",
+            ),
+            (
+                &["remote", "10.0.0.1", "key", "1", "sport", "65536"],
+                "out of range",
+            ),
+            (
+                &["remote", "10.0.0.1", "key", "1", "retransmit", "fast"],
+                "expected gbn or sr",
+            ),
+            (
+                &["remote", "10.0.0.1", "key", "1", "cc", "bbr"],
+                "expected none, caqm or ldcp",
+            ),
+            (
+                &["remote", "10.0.0.1", "key", "1", "colour", "red"],
+                "unknown setting",
+            ),
+        ] {
+            let e = parse_tp_add(&strings(args)).unwrap_err();
+            assert!(e.contains(needle), "{args:?}: {e}");
+        }
+        assert_eq!(parse_tp_set(&strings(&["state", "suspended"])), Ok(3));
+        assert_eq!(parse_tp_set(&strings(&["state", "rts"])), Ok(2));
+        assert!(parse_tp_set(&strings(&["state", "err"]))
+            .unwrap_err()
+            .contains("suspended or rts"));
+        assert!(parse_tp_set(&strings(&[]))
+            .unwrap_err()
+            .contains("nothing to change"));
     }
 
     #[test]

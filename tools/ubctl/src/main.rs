@@ -88,6 +88,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => Some(cli::parse_npi_settings(settings).unwrap_or_else(|e| usage_error(e))),
         _ => None,
     };
+    let tp_add = match &cli.object {
+        Object::Tp {
+            cmd: TpCmd::Add { settings, .. },
+        } => Some(cli::parse_tp_add(settings).unwrap_or_else(|e| usage_error(e))),
+        _ => None,
+    };
+    let tp_state = match &cli.object {
+        Object::Tp {
+            cmd: TpCmd::Set { settings, .. },
+        } => Some(cli::parse_tp_set(settings).unwrap_or_else(|e| usage_error(e))),
+        _ => None,
+    };
     let mut c = Conn::open()?;
     match cli.object {
         Object::Completion { .. } => Ok(ExitCode::SUCCESS),
@@ -139,6 +151,41 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     println!("{}", reply::tp_text(t));
                 }
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Object::Tp {
+            cmd: TpCmd::Add { dev, .. },
+        } => {
+            let d = dev_index(&mut c, &dev)?;
+            let a = tp_add.ok_or_else(|| anyhow!("no settings"))?;
+            let replies = c.transact(&request::tp_new(d, a.remote, a.key, &a.cfg))?;
+            let made = decode_all(&spec::TP, &replies)?;
+            let made = made
+                .first()
+                .ok_or_else(|| anyhow!("tp-new answered without the channel's TPN"))?;
+            if out.json {
+                out.json(made)?;
+            } else {
+                let tpn = made
+                    .uint("tpn")
+                    .ok_or_else(|| anyhow!("tp-new answered without the channel's TPN"))?;
+                println!("{tpn}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Object::Tp {
+            cmd: TpCmd::Set { dev, tpn, .. },
+        } => {
+            let d = dev_index(&mut c, &dev)?;
+            let state = tp_state.ok_or_else(|| anyhow!("no settings"))?;
+            c.transact(&request::tp_set_state(d, tpn, state))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Object::Tp {
+            cmd: TpCmd::Del { dev, tpn },
+        } => {
+            let d = dev_index(&mut c, &dev)?;
+            c.transact(&request::tp_del(d, tpn))?;
             Ok(ExitCode::SUCCESS)
         }
         Object::Port {

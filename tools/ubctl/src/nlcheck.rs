@@ -34,6 +34,17 @@ pub enum Expect {
     },
     /// `EPERM` (the caller has no CAP_NET_ADMIN).
     Perm,
+    /// A well-formed request that breaks a rule the policy cannot state
+    /// (between attributes, or of the spec): this errno, an extended ACK
+    /// message containing `msg`, pointing at `attr` (`set.attr`) if given.
+    Rule {
+        /// The errno (positive).
+        errno: i32,
+        /// Part of the extended ACK message.
+        msg: &'static str,
+        /// The attribute the extended ACK must point at.
+        attr: Option<String>,
+    },
 }
 
 /// One request the kernel must refuse.
@@ -67,6 +78,11 @@ pub const NO_DEV: u32 = 0xffff_fff0;
 /// A TPN no channel has (a device's TPNs count from 1 up to its table
 /// size).
 pub const NO_TPN: u32 = 0xffff_fff0;
+/// The TPN the unprivileged `tp-set` and `tp-del` name: past the driver's
+/// 64-channel table, so no channel has it, but not [`NO_TPN`], which the
+/// host tests treat as the mark of a request aimed at a missing object
+/// (these must be well-formed: genetlink checks the permission first).
+pub const NO_TPN_UNPRIVILEGED: u32 = 1_000;
 
 fn req(c: u8, attrs: Vec<Attr>) -> Request {
     Request {
@@ -118,6 +134,239 @@ fn v6nest(b: &[u8]) -> Attr {
         dev::ADDR,
         vec![Attr::u32(addr::TYPE, addr_type::IPV6), raw(addr::IPV6, b)],
     )
+}
+
+fn rule(errno: i32, msg: &'static str, attr: Option<&str>) -> Expect {
+    Expect::Rule {
+        errno,
+        msg,
+        attr: attr.map(str::to_string),
+    }
+}
+
+/// The key of every channel the batch asks for.
+pub const SPARE_KEY: u32 = 0x6e6c_6368;
+
+/// `tp-new` to the spare IPv4 peer with key [`SPARE_KEY`] on device `d`,
+/// with `more` attributes.
+fn tp_new(d: u32, more: Vec<Attr>) -> Request {
+    let mut attrs = vec![
+        Attr::u32(tp::DEV_INDEX, d),
+        Attr::nest(tp::PEER, Address::V4(SPARE_IPV4).attrs()),
+        Attr::u32(tp::KEY, SPARE_KEY),
+    ];
+    attrs.extend(more);
+    req(cmd::TP_NEW, attrs)
+}
+
+/// The `tp-new`, `tp-set` and `tp-del` cases: missing attributes, values
+/// outside the policy, configurations the spec or the driver forbids, and
+/// unknown channels. None may create a channel (the state comparison
+/// counts the channels to the batch's peers).
+fn tp_cases(d: u32) -> Vec<Case> {
+    use libc::{EINVAL, ENOENT, EOPNOTSUPP};
+    let peer = || Attr::nest(tp::PEER, Address::V4(SPARE_IPV4).attrs());
+    let key = || Attr::u32(tp::KEY, SPARE_KEY);
+    let on = |id| Attr::u8(id, 1);
+    let per_packet = || Attr::u32(tp::LOAD_BALANCE, crate::spec::load_balance::PER_PACKET);
+    let chan = |c, more: Vec<Attr>| {
+        let mut attrs = vec![Attr::u32(tp::DEV_INDEX, d), Attr::u32(tp::TPN, NO_TPN)];
+        attrs.extend(more);
+        req(c, attrs)
+    };
+    let state = |s| Attr::u32(tp::STATE, s);
+    const RTS: u32 = 2;
+    const ERR: u32 = 4;
+    vec![
+        case(
+            "tp-new without tp.dev-index",
+            req(cmd::TP_NEW, vec![peer(), key()]),
+            missing("tp.dev-index"),
+        ),
+        case(
+            "tp-new without tp.peer",
+            req(cmd::TP_NEW, vec![Attr::u32(tp::DEV_INDEX, d), key()]),
+            missing("tp.peer"),
+        ),
+        case(
+            "tp-new without tp.key",
+            req(cmd::TP_NEW, vec![Attr::u32(tp::DEV_INDEX, d), peer()]),
+            missing("tp.key"),
+        ),
+        case(
+            "tp-new without addr.type in tp.peer",
+            req(
+                cmd::TP_NEW,
+                vec![
+                    Attr::u32(tp::DEV_INDEX, d),
+                    Attr::nest(tp::PEER, vec![raw(addr::IPV4, &[198, 51, 100, 254])]),
+                    key(),
+                ],
+            ),
+            missing_in("addr.type", "tp.peer"),
+        ),
+        case(
+            "tp-new unknown device",
+            tp_new(NO_DEV, vec![]),
+            bad("tp.dev-index"),
+        ),
+        case(
+            "tp-new ooo-window 4096 (policy max 2048)",
+            tp_new(d, vec![Attr::u32(tp::OOO_WINDOW, 4096)]),
+            bad("tp.ooo-window"),
+        ),
+        case(
+            "tp-new send-window 0 (policy min 1)",
+            tp_new(d, vec![Attr::u32(tp::SEND_WINDOW, 0)]),
+            bad("tp.send-window"),
+        ),
+        case(
+            "tp-new mtu 100 (policy min 256)",
+            tp_new(d, vec![Attr::u32(tp::MTU, 100)]),
+            bad("tp.mtu"),
+        ),
+        case(
+            "tp-new rto-base-us 3 (policy min 4)",
+            tp_new(d, vec![Attr::u32(tp::RTO_BASE_US, 3)]),
+            bad("tp.rto-base-us"),
+        ),
+        case(
+            "tp-new lb-range 15 (policy max 14)",
+            tp_new(d, vec![per_packet(), Attr::u8(tp::LB_RANGE, 15)]),
+            bad("tp.lb-range"),
+        ),
+        case(
+            "tp-new mode 2 (past enum tp-mode)",
+            tp_new(d, vec![Attr::u32(tp::MODE, 2)]),
+            bad("tp.mode"),
+        ),
+        case(
+            "tp-new ooo-window 384 (not a power of two)",
+            tp_new(d, vec![Attr::u32(tp::OOO_WINDOW, 384)]),
+            rule(EINVAL, "OOO window must be", Some("tp.ooo-window")),
+        ),
+        case(
+            "tp-new fast-retransmit with per-packet load balancing",
+            tp_new(d, vec![on(tp::FAST_RETRANSMIT), per_packet()]),
+            rule(
+                EINVAL,
+                "fast retransmit cannot be combined with per-packet",
+                Some("tp.fast-retransmit"),
+            ),
+        ),
+        case(
+            "tp-new rto-static-us 1000 (not a spec level)",
+            tp_new(d, vec![Attr::u32(tp::RTO_STATIC_US, 1000)]),
+            rule(EINVAL, "static RTO must be", Some("tp.rto-static-us")),
+        ),
+        case(
+            "tp-new static and dynamic RTO",
+            tp_new(
+                d,
+                vec![
+                    Attr::u32(tp::RTO_STATIC_US, 512),
+                    Attr::u32(tp::RTO_BASE_US, 100),
+                ],
+            ),
+            rule(EINVAL, "exclude each other", Some("tp.rto-base-us")),
+        ),
+        case(
+            "tp-new rto-n without rto-base-us",
+            tp_new(d, vec![Attr::u8(tp::RTO_N, 2)]),
+            rule(EINVAL, "needs rto-base-us", Some("tp.rto-n")),
+        ),
+        case(
+            "tp-new lb-range without per-packet",
+            tp_new(d, vec![Attr::u8(tp::LB_RANGE, 2)]),
+            rule(EINVAL, "needs load-balance per-packet", Some("tp.lb-range")),
+        ),
+        case(
+            "tp-new send-window 65537 (driver limit)",
+            tp_new(d, vec![Attr::u32(tp::SEND_WINDOW, 65_537)]),
+            rule(EINVAL, "driver's limit", Some("tp.send-window")),
+        ),
+        case(
+            "tp-new transport ctp (not yet)",
+            tp_new(d, vec![Attr::u32(tp::TRANSPORT, 1)]),
+            rule(EOPNOTSUPP, "not yet", Some("tp.transport")),
+        ),
+        case(
+            "tp-new RTP to a 16-bit CNA",
+            req(
+                cmd::TP_NEW,
+                vec![
+                    Attr::u32(tp::DEV_INDEX, d),
+                    Attr::nest(tp::PEER, Address::Cna16(SPARE_CNA).attrs()),
+                    key(),
+                ],
+            ),
+            rule(EINVAL, "RTP needs", Some("tp.peer")),
+        ),
+        case(
+            "tp-set without tp.tpn",
+            req(cmd::TP_SET, vec![Attr::u32(tp::DEV_INDEX, d), state(RTS)]),
+            missing("tp.tpn"),
+        ),
+        case(
+            "tp-set unknown device",
+            req(
+                cmd::TP_SET,
+                vec![
+                    Attr::u32(tp::DEV_INDEX, NO_DEV),
+                    Attr::u32(tp::TPN, 1),
+                    state(RTS),
+                ],
+            ),
+            bad("tp.dev-index"),
+        ),
+        case(
+            "tp-set unknown TPN",
+            chan(cmd::TP_SET, vec![state(RTS)]),
+            bad("tp.tpn"),
+        ),
+        case(
+            "tp-set state 6 (past enum tp-state)",
+            chan(cmd::TP_SET, vec![Attr::u32(tp::STATE, 6)]),
+            bad("tp.state"),
+        ),
+        case(
+            "tp-set state err",
+            chan(cmd::TP_SET, vec![state(ERR)]),
+            rule(EINVAL, "suspended or rts only", Some("tp.state")),
+        ),
+        case(
+            "tp-set mtu (fixed at setup)",
+            chan(cmd::TP_SET, vec![state(RTS), Attr::u32(tp::MTU, 1024)]),
+            rule(
+                EOPNOTSUPP,
+                "fixed when the channel is set up",
+                Some("tp.mtu"),
+            ),
+        ),
+        case(
+            "tp-set without a setting",
+            chan(cmd::TP_SET, vec![]),
+            rule(EINVAL, "without any setting", None),
+        ),
+        case(
+            "tp-del without tp.tpn",
+            req(cmd::TP_DEL, vec![Attr::u32(tp::DEV_INDEX, d)]),
+            missing("tp.tpn"),
+        ),
+        case(
+            "tp-del unknown device",
+            req(
+                cmd::TP_DEL,
+                vec![Attr::u32(tp::DEV_INDEX, NO_DEV), Attr::u32(tp::TPN, 1)],
+            ),
+            bad("tp.dev-index"),
+        ),
+        case(
+            "tp-del unknown TPN",
+            chan(cmd::TP_DEL, vec![]),
+            rule(ENOENT, "no TP Channel with this TPN", Some("tp.tpn")),
+        ),
+    ]
 }
 
 /// An address no test setup uses, for add/del attempts.
@@ -590,6 +839,7 @@ pub fn privileged_cases(t: &Target) -> Vec<Case> {
             bad("echo.dev-index"),
         ),
     ];
+    v.extend(tp_cases(d));
     if t.ports <= 63 {
         v.push(case(
             "port-get port past the device's ports",
@@ -637,6 +887,12 @@ pub fn unprivileged_cases(t: &Target) -> Vec<Case> {
         ),
         perm("route-del", crate::request::route_del(d, pfx)),
         perm("npi-set", crate::request::npi_set(d, Some(0), Some(1))),
+        perm("tp-new", tp_new(d, vec![])),
+        perm(
+            "tp-set",
+            crate::request::tp_set_state(d, NO_TPN_UNPRIVILEGED, 2),
+        ),
+        perm("tp-del", crate::request::tp_del(d, NO_TPN_UNPRIVILEGED)),
     ]
 }
 
@@ -664,6 +920,22 @@ pub fn judge(c: &Case, answer: &Result<(), Error>) -> Result<String, String> {
                 Ok(format!(
                     "{said} (no extack message: genetlink's GENL_ADMIN_PERM check)"
                 ))
+            }
+        }
+        Expect::Rule { errno, msg, attr } => {
+            if err.errno != *errno {
+                return Err(format!("errno {} instead of {errno}: {said}", err.errno));
+            }
+            let m = err.msg.as_deref().unwrap_or("");
+            if !m.contains(msg) {
+                return Err(format!("extack message lacks '{msg}': {said}"));
+            }
+            let got = err.offset.and_then(|o| c.req.name_at(o));
+            match (attr, got) {
+                (None, _) => Ok(said),
+                (Some(w), Some(g)) if g == *w => Ok(said),
+                (Some(w), Some(g)) => Err(format!("extack points at {g}, not {w}: {said}")),
+                (Some(w), None) => Err(format!("extack names no attribute (want {w}): {said}")),
             }
         }
         Expect::BadAttr(want) => {
@@ -758,7 +1030,7 @@ pub const PORT_CONFIG: &[&str] = &[
 /// The state the batch must leave unchanged, one line per object:
 /// devices without counters (index, name, ports, addresses, NPI), ports'
 /// configuration, routes.
-pub fn snapshot(devs: &[Obj], ports: &[Obj], routes: &[Obj]) -> Vec<String> {
+pub fn snapshot(devs: &[Obj], ports: &[Obj], routes: &[Obj], chans: &[Obj]) -> Vec<String> {
     let mut v = Vec::new();
     let js = |o: &Obj| serde_json::to_string(o).unwrap_or_else(|e| format!("<{e}>"));
     for d in devs {
@@ -770,5 +1042,12 @@ pub fn snapshot(devs: &[Obj], ports: &[Obj], routes: &[Obj]) -> Vec<String> {
     for r in routes {
         v.push(format!("route {}", js(r)));
     }
+    // Channels come and go with other users; the batch's own key names
+    // any it would have made.
+    let made = chans
+        .iter()
+        .filter(|c| c.uint("key") == Some(u64::from(SPARE_KEY)))
+        .count();
+    v.push(format!("tp channels with the batch's key: {made}"));
     v
 }

@@ -195,3 +195,118 @@ pub fn tp_get(dev_index: Option<u32>, tpn: Option<u32>) -> Request {
         },
     }
 }
+
+/// The RTO of a channel `tp add` opens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rto {
+    /// A static level, µs (512, 16000, 128000 or 4000000).
+    Static(u32),
+    /// `base_us × 2^(n × Times)`.
+    Dynamic {
+        /// Base time, µs.
+        base_us: u32,
+        /// Coefficient N.
+        n: u8,
+    },
+}
+
+/// What `tp add` asks for; `None` leaves the driver's default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TpConfig {
+    /// `tp-mode` value (go-back-n or selective).
+    pub mode: Option<u32>,
+    /// Fast retransmission.
+    pub fast_retransmit: Option<bool>,
+    /// OOO window, packets.
+    pub ooo_window: Option<u32>,
+    /// RTO.
+    pub rto: Option<Rto>,
+    /// Consecutive RTO expiries tolerated.
+    pub retry_limit: Option<u8>,
+    /// Transport MTU.
+    pub mtu: Option<u32>,
+    /// `tp-cc` value.
+    pub cc: Option<u32>,
+    /// `load-balance` value.
+    pub load_balance: Option<u32>,
+    /// log2 of the per-packet range.
+    pub lb_range: Option<u8>,
+    /// UDP source port / LBF.
+    pub lb_key: Option<u16>,
+    /// Send window, packets.
+    pub send_window: Option<u32>,
+}
+
+/// `tp-new`: a channel to `peer` named `key` on device `dev_index`.
+pub fn tp_new(dev_index: u32, peer: Address, key: u32, c: &TpConfig) -> Request {
+    let mut attrs = vec![
+        Attr::u32(tp::DEV_INDEX, dev_index),
+        Attr::nest(tp::PEER, peer.attrs()),
+        Attr::u32(tp::KEY, key),
+    ];
+    if let Some(m) = c.mode {
+        attrs.push(Attr::u32(tp::MODE, m));
+    }
+    if let Some(f) = c.fast_retransmit {
+        attrs.push(Attr::u8(tp::FAST_RETRANSMIT, u8::from(f)));
+    }
+    if let Some(w) = c.ooo_window {
+        attrs.push(Attr::u32(tp::OOO_WINDOW, w));
+    }
+    match c.rto {
+        Some(Rto::Static(us)) => attrs.push(Attr::u32(tp::RTO_STATIC_US, us)),
+        Some(Rto::Dynamic { base_us, n }) => {
+            attrs.push(Attr::u32(tp::RTO_BASE_US, base_us));
+            attrs.push(Attr::u8(tp::RTO_N, n));
+        }
+        None => {}
+    }
+    if let Some(r) = c.retry_limit {
+        attrs.push(Attr::u8(tp::RETRY_LIMIT, r));
+    }
+    if let Some(m) = c.mtu {
+        attrs.push(Attr::u32(tp::MTU, m));
+    }
+    if let Some(cc) = c.cc {
+        attrs.push(Attr::u32(tp::CC, cc));
+    }
+    if let Some(lb) = c.load_balance {
+        attrs.push(Attr::u32(tp::LOAD_BALANCE, lb));
+    }
+    if let Some(r) = c.lb_range {
+        attrs.push(Attr::u8(tp::LB_RANGE, r));
+    }
+    if let Some(k) = c.lb_key {
+        attrs.push(Attr::u32(tp::LB_KEY, u32::from(k)));
+    }
+    if let Some(w) = c.send_window {
+        attrs.push(Attr::u32(tp::SEND_WINDOW, w));
+    }
+    Request {
+        cmd: cmd::TP_NEW,
+        dump: false,
+        attrs,
+    }
+}
+
+/// `tp-set`: channel `tpn`'s state (a `tp-state` value).
+pub fn tp_set_state(dev_index: u32, tpn: u32, state: u32) -> Request {
+    Request {
+        cmd: cmd::TP_SET,
+        dump: false,
+        attrs: vec![
+            Attr::u32(tp::DEV_INDEX, dev_index),
+            Attr::u32(tp::TPN, tpn),
+            Attr::u32(tp::STATE, state),
+        ],
+    }
+}
+
+/// `tp-del`: tears channel `tpn` down.
+pub fn tp_del(dev_index: u32, tpn: u32) -> Request {
+    Request {
+        cmd: cmd::TP_DEL,
+        dump: false,
+        attrs: vec![Attr::u32(tp::DEV_INDEX, dev_index), Attr::u32(tp::TPN, tpn)],
+    }
+}

@@ -312,6 +312,17 @@ attr_set!(
         CLAIMED = 11, "claimed", Ty::U8;
         RX_QUEUED = 12, "rx-queued", Ty::U32;
         STATS = 13, "stats", Ty::Nest(&TP_STATS);
+        TRANSPORT = 14, "transport", Ty::Enum(&TP_TRANSPORT);
+        OOO_WINDOW = 15, "ooo-window", Ty::U32;
+        RTO_STATIC_US = 16, "rto-static-us", Ty::U32;
+        RTO_BASE_US = 17, "rto-base-us", Ty::U32;
+        RTO_N = 18, "rto-n", Ty::U8;
+        RETRY_LIMIT = 19, "retry-limit", Ty::U8;
+        CC = 20, "cc", Ty::Enum(&TP_CC);
+        LOAD_BALANCE = 21, "load-balance", Ty::Enum(&LOAD_BALANCE);
+        LB_RANGE = 22, "lb-range", Ty::U8;
+        LB_KEY = 23, "lb-key", Ty::U32;
+        SEND_WINDOW = 24, "send-window", Ty::U32;
     }
 );
 
@@ -406,6 +417,16 @@ pub static TP_MODE: EnumDef = EnumDef {
     name: "tp-mode",
     entries: &["go-back-n", "selective"],
 };
+/// `tp-transport`
+pub static TP_TRANSPORT: EnumDef = EnumDef {
+    name: "tp-transport",
+    entries: &["rtp", "ctp"],
+};
+/// `tp-cc`
+pub static TP_CC: EnumDef = EnumDef {
+    name: "tp-cc",
+    entries: &["none", "caqm", "ldcp"],
+};
 
 /// Every enum, for the spec test.
 pub static ENUMS: &[&EnumDef] = &[
@@ -417,6 +438,8 @@ pub static ENUMS: &[&EnumDef] = &[
     &PORT_EVENT,
     &TP_STATE,
     &TP_MODE,
+    &TP_TRANSPORT,
+    &TP_CC,
 ];
 
 /// Values of `addr-type` ubctl encodes.
@@ -437,6 +460,14 @@ pub mod load_balance {
     pub const PER_FLOW: u32 = 0;
     /// `per-packet`
     pub const PER_PACKET: u32 = 1;
+}
+
+/// Values of `tp-mode` ubctl encodes.
+pub mod tp_mode {
+    /// `go-back-n`
+    pub const GO_BACK_N: u32 = 0;
+    /// `selective`
+    pub const SELECTIVE: u32 = 1;
 }
 
 /// One operation: its spec name, command number and attribute set.
@@ -479,6 +510,9 @@ ops! {
     ECHO_REPLY = 12, "echo-reply", ECHO;
     TP_GET = 13, "tp-get", TP;
     TP_CHANGE_NTF = 14, "tp-change-ntf", TP;
+    TP_NEW = 15, "tp-new", TP;
+    TP_SET = 16, "tp-set", TP;
+    TP_DEL = 17, "tp-del", TP;
 }
 
 /// The operation with command number `cmd`.

@@ -48,6 +48,17 @@ fn usage_errors_exit_2_with_a_clear_message() {
             &["npi", "set", "0", "mode", "lax"],
             "expected strict or loose",
         ),
+        (
+            &[
+                "tp", "add", "0", "remote", "10.0.0.1", "key", "1", "mtu", "9000",
+            ],
+            "mtu 9000 out of range (256-4096)",
+        ),
+        (&["tp", "add", "0", "key", "1"], "tp add needs remote ADDR"),
+        (
+            &["tp", "set", "0", "1", "state", "err"],
+            "expected suspended or rts",
+        ),
     ] {
         let (code, _, err) = ubctl(args);
         assert_eq!(code, 2, "{args:?}: {err}");

@@ -175,6 +175,23 @@ fn every_case_encodes_and_is_malformed_where_it_says() {
                     assert!(find(c, n).is_some(), "{}: nest {n} is absent", c.name);
                 }
             }
+            Expect::Rule { attr, .. } => {
+                // Well-formed: every attribute passes the policy, so the
+                // handler's rule is what refuses it.
+                for a in &c.req.attrs {
+                    let set = c.req.set().map_or("", |s| s.name);
+                    let name = c.req.set().and_then(|s| s.get(a.id)).map(|d| d.name);
+                    let path = format!("{set}.{}", name.unwrap_or("?"));
+                    assert!(
+                        violation(&y, c, &path).is_none() || path.ends_with(".tpn"),
+                        "{}: {path} breaks the policy",
+                        c.name
+                    );
+                }
+                if let Some(a) = attr {
+                    assert!(offset_of(&c.req, a).is_some(), "{}: {a} absent", c.name);
+                }
+            }
             Expect::Perm => panic!("{}: a privileged case expecting EPERM", c.name),
         }
     }
@@ -188,6 +205,12 @@ fn every_case_encodes_and_is_malformed_where_it_says() {
         "dev-get unknown device",
         "tp-get unknown TPN",
         "tp-get without tp.tpn",
+        "tp-new without tp.peer",
+        "tp-new ooo-window 384 (not a power of two)",
+        "tp-new fast-retransmit with per-packet load balancing",
+        "tp-set unknown TPN",
+        "tp-set mtu (fixed at setup)",
+        "tp-del unknown TPN",
     ] {
         assert!(cases.iter().any(|c| c.name == n), "{n}");
     }
@@ -322,7 +345,51 @@ fn snapshot_ignores_counters_and_link_state_only() {
             ),
         ])
     };
-    let a = ubctl::nlcheck::snapshot(&[], &[port(1, 0, 3)], &[]);
-    assert_eq!(a, ubctl::nlcheck::snapshot(&[], &[port(1, 9, 1)], &[]));
-    assert_ne!(a, ubctl::nlcheck::snapshot(&[], &[port(0, 0, 3)], &[]));
+    let a = ubctl::nlcheck::snapshot(&[], &[port(1, 0, 3)], &[], &[]);
+    assert_eq!(a, ubctl::nlcheck::snapshot(&[], &[port(1, 9, 1)], &[], &[]));
+    assert_ne!(a, ubctl::nlcheck::snapshot(&[], &[port(0, 0, 3)], &[], &[]));
+    // A channel the batch made (its key) changes the state; another user's
+    // channel, or a channel's counters and state moving, does not.
+    let chan = |key: u32, state: u32| {
+        Obj(vec![
+            ("key", Val::U(u64::from(key))),
+            ("state", Val::Enum(None, state)),
+        ])
+    };
+    let none = ubctl::nlcheck::snapshot(&[], &[], &[], &[chan(7, 2)]);
+    assert_eq!(none, ubctl::nlcheck::snapshot(&[], &[], &[], &[]));
+    let made = ubctl::nlcheck::snapshot(&[], &[], &[], &[chan(ubctl::nlcheck::SPARE_KEY, 0)]);
+    assert_ne!(none, made);
+}
+
+#[test]
+fn the_judge_checks_a_rule_refusal_errno_message_and_attribute() {
+    let cases = privileged_cases(&T);
+    let Some(c) = cases
+        .iter()
+        .find(|c| c.name == "tp-new fast-retransmit with per-packet load balancing")
+    else {
+        panic!("case missing")
+    };
+    let right = offset_of(&c.req, "tp.fast-retransmit");
+    let msg =
+        "fast retransmit cannot be combined with per-packet load balancing (UB spec table 6-7)";
+    let with = |errno: i32, off: Option<u32>, m: Option<&str>| {
+        let mut e = kerr(errno, m);
+        e.offset = off;
+        judge(c, &answer(c, e))
+    };
+    assert!(with(libc::EINVAL, right, Some(msg)).is_ok());
+    assert!(with(libc::EOPNOTSUPP, right, Some(msg))
+        .unwrap_err()
+        .contains("instead of"));
+    assert!(with(libc::EINVAL, right, Some("invalid"))
+        .unwrap_err()
+        .contains("lacks"));
+    assert!(with(libc::EINVAL, offset_of(&c.req, "tp.key"), Some(msg))
+        .unwrap_err()
+        .contains("points at tp.key"));
+    assert!(with(libc::EINVAL, None, Some(msg))
+        .unwrap_err()
+        .contains("names no attribute"));
 }

@@ -230,6 +230,27 @@ fn cli_limits_are_the_spec_checks() {
         check("dev", "npi", "max"),
         Some(u64::from(ubctl::cli::NPI_MAX))
     );
+    use ubctl::cli as c;
+    assert_eq!(check("tp", "mtu", "min"), Some(u64::from(c::TP_MTU_MIN)));
+    assert_eq!(check("tp", "mtu", "max"), Some(u64::from(c::TP_MTU_MAX)));
+    assert_eq!(
+        check("tp", "send-window", "max"),
+        Some(u64::from(c::TP_SEND_WINDOW_MAX))
+    );
+    assert_eq!(
+        check("tp", "lb-range", "max"),
+        Some(u64::from(c::TP_LB_RANGE_MAX))
+    );
+    assert_eq!(
+        check("tp", "rto-base-us", "min"),
+        Some(u64::from(c::TP_RTO_BASE_MIN_US))
+    );
+    assert_eq!(
+        check("tp", "rto-base-us", "max"),
+        Some(u64::from(c::TP_RTO_BASE_MAX_US))
+    );
+    assert_eq!(check("tp", "ooo-window", "min"), Some(128));
+    assert_eq!(check("tp", "ooo-window", "max"), Some(2048));
 }
 
 /// `NAME -> value` of every enumerator in a C header (C's rules: from 0 in

@@ -58,7 +58,12 @@ fn state(c: &mut Conn) -> Result<(Vec<String>, Vec<Obj>, Vec<Obj>)> {
     let devs = decode_all(&spec::DEV, &c.transact(&request::dev_get(None))?)?;
     let ports = decode_all(&spec::PORT, &c.transact(&request::port_get(None, None))?)?;
     let routes = decode_all(&spec::ROUTE, &c.transact(&request::route_get(None))?)?;
-    Ok((nlcheck::snapshot(&devs, &ports, &routes), devs, ports))
+    let chans = decode_all(&spec::TP, &c.transact(&request::tp_get(None, None))?)?;
+    Ok((
+        nlcheck::snapshot(&devs, &ports, &routes, &chans),
+        devs,
+        ports,
+    ))
 }
 
 fn target(devs: &[Obj], ports: &[Obj]) -> Result<Target> {
