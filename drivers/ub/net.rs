@@ -907,24 +907,8 @@ impl Net {
         timeout_ms: u32,
         nonblock: bool,
     ) -> Result<Arc<TpChannel>> {
-        let mut left = kernel::time::msecs_to_jiffies(timeout_ms);
-        let mut st = self.state.lock();
-        loop {
-            if self.stopping.load(Relaxed) {
-                return Err(ENODEV);
-            }
-            if let Some(c) = st.claim(|i| i.answers(key, from)) {
-                return Ok(c);
-            }
-            if nonblock {
-                return Err(EAGAIN);
-            }
-            match self.incoming.wait_interruptible_timeout(&mut st, left) {
-                kernel::sync::CondVarTimeoutResult::Timeout => return Err(ETIMEDOUT),
-                kernel::sync::CondVarTimeoutResult::Signal { .. } => return Err(ERESTARTSYS),
-                kernel::sync::CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
-            }
-        }
+        let mut one = self.channel_listen_group(from, key, 1, timeout_ms, nonblock)?;
+        one.pop().ok_or(EINVAL)
     }
 
     /// A group's listen (`group.rs`): waits up to `timeout_ms` until one
