@@ -47,6 +47,8 @@ const FIELDS: &[(&str, &str)] = &[
     ("ub_tp_info", "rto_expiries"),
     ("ub_tp_info", "rx_duplicates"),
     ("ub_tp_info", "rx_invalid_psn"),
+    ("ub_tp_info", "reserved0_tpg"),
+    ("ub_tp_info", "rx_dropped"),
     ("ub_tp_info", "reserved"),
 ];
 
@@ -59,6 +61,7 @@ const CONSTANTS: &[(&str, u64)] = &[
     ("UB_ADDR_IPV4", UB_ADDR_IPV4 as u64),
     ("UB_ADDR_IPV6", UB_ADDR_IPV6 as u64),
     ("UB_TP_BIND_LISTEN", UB_TP_BIND_LISTEN as u64),
+    ("UB_TP_BIND_CTP", UB_TP_BIND_CTP as u64),
     ("UB_TP_BIND_FLAGS", UB_TP_BIND_FLAGS as u64),
     ("UB_TP_GO_BACK_N", UB_TP_GO_BACK_N as u64),
     ("UB_TP_SELECTIVE", UB_TP_SELECTIVE as u64),
@@ -129,6 +132,8 @@ fn rust_layout() -> HashMap<String, u64> {
         rto_expiries,
         rx_duplicates,
         rx_invalid_psn,
+        reserved0_tpg,
+        rx_dropped,
         reserved
     );
     for (k, v) in CONSTANTS {

@@ -113,6 +113,9 @@ fn progress_thread(
 }
 
 fn channel_opts(c: &Common, i: u32) -> anyhow::Result<(u32, BindOptions)> {
+    if c.channel.ctp {
+        bail!("ubperf measures RTP channels (--ctp has no acknowledgement to time)");
+    }
     let key = c
         .channel
         .key
