@@ -45,6 +45,7 @@ struct Stream {
     count: u64,
     /// Message sizes: sizes used in turn (1,64,4K) and ranges spread
     /// log-uniformly (1-1M); both ends must give the same SPEC and seed.
+    /// With --ctp, sizes above the datagram size are capped to it.
     #[arg(long, default_value = "1,64,4096,65536,1048576")]
     sizes: SizeSpec,
     /// Seed of the payloads and of the sizes ranges pick.
@@ -121,6 +122,16 @@ struct Outcome {
     info: Option<Info>,
 }
 
+/// The sizes of the stream: CTP caps them at the datagram size (the bind's
+/// `max_message`, the same at both ends for one address format).
+fn stream_sizes(s: &Stream, ch: &Channel) -> SizeSpec {
+    if s.channel.ctp {
+        s.sizes.capped(ch.max_message())
+    } else {
+        s.sizes.clone()
+    }
+}
+
 fn check_sizes(ch: &Channel, sizes: &SizeSpec) -> anyhow::Result<()> {
     let max = ch.max_message();
     if max != 0 && sizes.max() > max {
@@ -143,8 +154,9 @@ fn recv(s: &Stream, from: Option<Addr>, idle: u64) -> anyhow::Result<Outcome> {
     if s.channel.poll {
         ch.use_poll(idle)?;
     }
-    check_sizes(&ch, &s.sizes)?;
-    let mut v = Verifier::new(s.sizes.clone(), s.seed);
+    let sizes = stream_sizes(s, &ch);
+    check_sizes(&ch, &sizes)?;
+    let mut v = Verifier::new(sizes, s.seed);
     let mut reported = 0;
     let start = Instant::now();
     let (sum, r) = stream::recv(&ch, &mut v, s.count, idle, |index, len, verdict| {
@@ -182,9 +194,10 @@ fn send(s: &Stream, to: Addr, ack_timeout: u64) -> anyhow::Result<Outcome> {
     if s.channel.poll {
         ch.use_poll(None)?;
     }
-    check_sizes(&ch, &s.sizes)?;
+    let sizes = stream_sizes(s, &ch);
+    check_sizes(&ch, &sizes)?;
     let start = Instant::now();
-    let (sent, mut r) = stream::send(&ch, &s.sizes, s.seed, s.count);
+    let (sent, mut r) = stream::send(&ch, &sizes, s.seed, s.count);
     let mut info = None;
     if r.is_ok() {
         let timeout = Duration::from_millis(ack_timeout);
