@@ -89,16 +89,18 @@ t_ber() {
 	return 0
 }
 # vm0 binds at once; CTP has no handshake, so vm1 gives it time to, or
-# its first datagrams would find no file bound to their source.
+# its first datagrams would find no file bound to their source. Both ends
+# wait in poll() (--poll): a read or write that says EAGAIN after poll()
+# reported the file ready fails the run.
 t_stream() {
 	start=$(date +%s)
 	if [ "$guest" = 0 ]; then
 		"$UBTP" recv --ctp --dev 0 --from "$them_cna" --count "$COUNT" --sizes 1-64K \
-			--seed "$SEED" --idle-timeout-ms 20000 --info > /tmp/ub-ctp.out 2>&1
+			--seed "$SEED" --idle-timeout-ms 20000 --poll --info > /tmp/ub-ctp.out 2>&1
 	else
 		sleep 3
 		"$UBTP" send --ctp --dev 0 --to "$them_cna" --count "$COUNT" --sizes 1-64K \
-			--seed "$SEED" --info > /tmp/ub-ctp.out 2>&1
+			--seed "$SEED" --poll --info > /tmp/ub-ctp.out 2>&1
 	fi
 	rc=$?
 	sed 's/^/# /' /tmp/ub-ctp.out
