@@ -379,12 +379,18 @@ impl TpFile {
         Ok(0)
     }
 
-    /// `UB_TP_IOC_INFO` of a CTP file.
-    fn info_ctp(&self, c: &CtpBound, mut writer: UserSliceWriter) -> Result<isize> {
+    /// `UB_TP_IOC_INFO` of a CTP file: RTS (ERR once the device is gone)
+    /// and the datagram counters.
+    fn info_ctp(c: &CtpBound, mut writer: UserSliceWriter) -> Result<isize> {
         let g = c.end.inner.lock();
+        let state = if g.error.is_some() {
+            ChannelState::Err
+        } else {
+            ChannelState::Rts
+        };
         let info = UbTpInfo {
             version: ABI_VERSION,
-            state: if g.error.is_some() { 4 } else { 2 },
+            state: state_code(state, false),
             error: g.error.map(|e| e.to_errno().unsigned_abs()).unwrap_or(0),
             tpn: 0,
             peer_tpn: 0,
@@ -524,7 +530,7 @@ impl TpFile {
             return Err(EPROTONOSUPPORT);
         }
         if let Some(c) = self.ctp() {
-            return self.info_ctp(&c, writer);
+            return Self::info_ctp(&c, writer);
         }
         let b = self.bound()?;
         let (peer_tpn, c) = b.net.channel_stats(&b.ch);

@@ -913,10 +913,12 @@ impl Net {
     /// a local address of `remote`'s format, `EADDRINUSE` if a file is
     /// bound to `remote` already, `EINVAL` for a non-CNA remote.
     pub(crate) fn ctp_bind(&self, remote: Addr) -> Result<(Arc<CtpEnd>, u32)> {
+        let mut st = self.state.lock();
+        // Under the lock: `shutdown` sets `stopping` before it takes the
+        // table, so an end pushed here is always failed with it.
         if self.stopping.load(Relaxed) {
             return Err(ENODEV);
         }
-        let mut st = self.state.lock();
         let max = st
             .ep
             .max_datagram(DatagramKind::Ctp, remote)
