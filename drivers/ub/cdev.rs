@@ -3,8 +3,9 @@
 //! `include/uapi/linux/ub.h`, the design `Documentation/ub/tp.rst`).
 //!
 //! Each open file is unbound until `UB_TP_IOC_BIND` makes it one RTP
-//! channel of a device; `write()` then sends one whole message and `read()`
-//! returns one whole message. Binding needs `CAP_NET_ADMIN` (a channel
+//! channel of a device, or (with `UB_TP_BIND_CTP`) a CTP end towards one
+//! remote CNA (`ctp.rs`); `write()` then sends one whole message (one
+//! datagram) and `read()` returns one whole message. Binding needs `CAP_NET_ADMIN` (a channel
 //! holds kernel memory and talks to the fabric in the device's name).
 //!
 //! Every ioctl argument is untrusted: the structs carry their ABI version,
@@ -16,8 +17,8 @@
 //! the kernel crate's `MiscDevice` has no `poll` hook yet, so
 //! [`Registration`] adds one to the file operations the crate builds.
 //!
-//! Locking: [`TpFile::bound`] (a mutex) only guards which channel the file
-//! is bound to; readers, writers and pollers clone the channel's `Arc` and
+//! Locking: [`TpFile::bound`] and [`TpFile::ctp`] (mutexes, taken in
+//! that order) only guard what the file is bound to; readers, writers and pollers clone the channel's `Arc` and
 //! drop the lock before they wait.
 
 use kernel::{
@@ -32,10 +33,11 @@ use kernel::{
     sync::{poll::PollTable, Arc, Mutex},
     transmute::{AsBytes, FromBytes},
     types::{ForeignOwnable, Opaque},
-    uaccess::{UserPtr, UserSlice},
+    uaccess::{UserPtr, UserSlice, UserSliceWriter},
 };
 
 use crate::channel::TpChannel;
+use crate::ctp::CtpBound;
 use crate::group::{TpGroup, GROUP_HEADER_LEN, MAX_MEMBERS};
 use crate::host::{Addr, ChannelConfig, ChannelCounters, LoadBalance};
 use crate::transport::cm::ChannelState;
@@ -50,7 +52,10 @@ const UB_ADDR_CNA24: u8 = 2;
 const UB_ADDR_IPV4: u8 = 3;
 const UB_ADDR_IPV6: u8 = 4;
 const UB_TP_BIND_LISTEN: u32 = 1 << 0;
-const UB_TP_BIND_FLAGS: u32 = UB_TP_BIND_LISTEN;
+const UB_TP_BIND_CTP: u32 = 1 << 1;
+/// The flags of an RTP bind ([`BindRequest`]; the in-kernel API makes RTP
+/// channels only).
+const RTP_BIND_FLAGS: u32 = UB_TP_BIND_LISTEN;
 const UB_TP_GO_BACK_N: u8 = 0;
 const UB_TP_SELECTIVE: u8 = 1;
 const UB_TP_FAST_RETRANSMIT: u32 = 1 << 0;
@@ -114,7 +119,8 @@ struct UbTpInfo {
     rx_invalid_psn: u64,
     members: u32,
     reserved1: u32,
-    reserved: [u64; 5],
+    rx_dropped: u64,
+    reserved: [u64; 4],
 }
 
 impl UbTpInfo {
@@ -141,7 +147,8 @@ impl UbTpInfo {
             rx_invalid_psn: 0,
             members: 0,
             reserved1: 0,
-            reserved: [0; 5],
+            rx_dropped: 0,
+            reserved: [0; 4],
         }
     }
 
@@ -242,7 +249,7 @@ impl BindRequest {
         if b.reserved != [0; 7]
             || b.reserved0 != [0; 3]
             || b.members > MAX_MEMBERS
-            || b.flags & !UB_TP_BIND_FLAGS != 0
+            || b.flags & !RTP_BIND_FLAGS != 0
             || b.attr_flags & !UB_TP_ATTR_FLAGS != 0
             || !matches!(b.retransmit, UB_TP_GO_BACK_N | UB_TP_SELECTIVE)
             || !(b.mtu == 0 || (256..=4096).contains(&b.mtu))
@@ -295,6 +302,32 @@ fn one(ch: Arc<TpChannel>) -> Result<KVec<Arc<TpChannel>>> {
     let mut v = KVec::with_capacity(1, GFP_KERNEL)?;
     v.push_within_capacity(ch).map_err(|_| ENOMEM)?;
     Ok(v)
+}
+
+/// The device and remote of a `UB_TP_BIND_CTP` bind, checked:
+/// `EPROTONOSUPPORT` for another ABI version; `EINVAL` for a reserved
+/// field or an unknown flag set, a remote that is not a CNA, or any field
+/// only RTP has (listen, retransmit, attr_flags, mtu, key, members) set.
+fn parse_ctp_bind(b: &UbTpBind) -> Result<(u32, Addr)> {
+    if b.version != ABI_VERSION {
+        return Err(EPROTONOSUPPORT);
+    }
+    if b.reserved != [0; 7]
+        || b.reserved0 != [0; 3]
+        || b.flags != UB_TP_BIND_CTP
+        || b.members != 0
+        || b.retransmit != 0
+        || b.attr_flags != 0
+        || b.mtu != 0
+        || b.key != 0
+        || b.timeout_ms > BIND_TIMEOUT_MAX_MS
+    {
+        return Err(EINVAL);
+    }
+    match parse_addr(&b.remote)? {
+        Some(a @ (Addr::Cna16(_) | Addr::Cna24(_))) => Ok((b.dev_index, a)),
+        _ => Err(EINVAL),
+    }
 }
 
 /// The `UB_TP_STATE_*` of a channel.
@@ -358,6 +391,9 @@ impl Bound {
 pub(crate) struct TpFile {
     #[pin]
     bound: Mutex<Option<Bound>>,
+    /// The CTP end the file is bound to (`UB_TP_BIND_CTP`), if it is one.
+    #[pin]
+    ctp: Mutex<Option<CtpBound>>,
 }
 
 #[pinned_drop]
@@ -365,6 +401,9 @@ impl PinnedDrop for TpFile {
     fn drop(self: Pin<&mut Self>) {
         if let Some(b) = self.bound.lock().take() {
             b.close();
+        }
+        if let Some(c) = self.ctp.lock().take() {
+            c.net.ctp_close(&c.end);
         }
     }
 }
@@ -374,17 +413,94 @@ impl TpFile {
         self.bound.lock().clone().ok_or(ENOTCONN)
     }
 
+    /// The CTP end, if the file is bound to one.
+    fn ctp(&self) -> Option<CtpBound> {
+        self.ctp.lock().clone()
+    }
+
+    /// Whether the file is bound (to a channel or a CTP end).
+    fn is_bound(&self) -> bool {
+        self.bound.lock().is_some() || self.ctp.lock().is_some()
+    }
+
+    /// `UB_TP_IOC_BIND` with `UB_TP_BIND_CTP`: no handshake, bound at once.
+    /// `b` was read once by [`bind`](Self::bind); the answer goes to
+    /// `writer`.
+    fn bind_ctp(&self, mut b: UbTpBind, mut writer: UserSliceWriter) -> Result<isize> {
+        let (dev_index, remote) = parse_ctp_bind(&b)?;
+        // SAFETY: `capable` only reads the current task's credentials.
+        if !unsafe { bindings::capable(bindings::CAP_NET_ADMIN as i32) } {
+            return Err(EPERM);
+        }
+        if self.is_bound() {
+            return Err(EISCONN);
+        }
+        let net = crate::registry::get(dev_index).ok_or(ENODEV)?;
+        let (end, max_message) = net.ctp_bind(remote)?;
+        b.tpn = 0;
+        b.peer_tpn = 0;
+        b.max_message = max_message;
+        // As for RTP: an answer that cannot be written leaves the file
+        // unbound.
+        if let Err(e) = writer.write(&b) {
+            net.ctp_close(&end);
+            return Err(e);
+        }
+        let g = self.bound.lock();
+        let mut c = self.ctp.lock();
+        if g.is_some() || c.is_some() {
+            drop((c, g));
+            net.ctp_close(&end);
+            return Err(EISCONN);
+        }
+        *c = Some(CtpBound {
+            net,
+            end,
+            max_message,
+        });
+        Ok(0)
+    }
+
+    /// `UB_TP_IOC_INFO` of a CTP file: RTS (ERR once the device is gone)
+    /// and the datagram counters.
+    fn info_ctp(c: &CtpBound, mut writer: UserSliceWriter) -> Result<isize> {
+        let g = c.end.inner.lock();
+        let state = if g.error.is_some() {
+            ChannelState::Err
+        } else {
+            ChannelState::Rts
+        };
+        let info = UbTpInfo {
+            version: ABI_VERSION,
+            state: state_code(state, false),
+            error: g.error.map(|e| e.to_errno().unsigned_abs()).unwrap_or(0),
+            rx_queued: u32::try_from(g.rx.len()).unwrap_or(u32::MAX),
+            tx_messages: g.tx_messages,
+            rx_messages: g.rx_messages,
+            tx_packets: g.tx_packets,
+            rx_packets: g.rx_packets,
+            rx_dropped: g.rx_dropped,
+            ..UbTpInfo::zeroed()
+        };
+        drop(g);
+        writer.write(&info)?;
+        Ok(0)
+    }
+
     fn bind(&self, file: &File, arg: usize) -> Result<isize> {
         let size = core::mem::size_of::<UbTpBind>();
         let (mut reader, mut writer) =
             UserSlice::new(UserPtr::from_addr(arg), size).reader_writer();
         let mut b: UbTpBind = reader.read()?;
+        if b.flags & UB_TP_BIND_CTP != 0 {
+            return self.bind_ctp(b, writer);
+        }
         let req = BindRequest::parse(&b)?;
         // SAFETY: `capable` only reads the current task's credentials.
         if !unsafe { bindings::capable(bindings::CAP_NET_ADMIN as i32) } {
             return Err(EPERM);
         }
-        if self.bound.lock().is_some() {
+        if self.is_bound() {
             return Err(EISCONN);
         }
         let net = crate::registry::get(b.dev_index).ok_or(ENODEV)?;
@@ -438,7 +554,7 @@ impl TpFile {
         writer.write(&b).map_err(close)?;
         {
             let mut g = self.bound.lock();
-            if g.is_some() {
+            if g.is_some() || self.ctp.lock().is_some() {
                 drop(g);
                 return Err(close(EISCONN));
             }
@@ -462,6 +578,9 @@ impl TpFile {
     /// poll table waits on the channel's wait queue, which every change a
     /// reader or writer waits for wakes.
     fn poll(&self, file: &File, table: &PollTable<'_>) -> u32 {
+        if let Some(c) = self.ctp() {
+            return c.poll(file, table);
+        }
         let Some(b) = self.bound.lock().clone() else {
             // Nothing can be read or written before a bind, and a bind is
             // a call of its own: a poller must not sleep for ever.
@@ -516,6 +635,9 @@ impl TpFile {
         let req: UbTpInfo = reader.read()?;
         if req.version != ABI_VERSION {
             return Err(EPROTONOSUPPORT);
+        }
+        if let Some(c) = self.ctp() {
+            return Self::info_ctp(&c, writer);
         }
         let b = self.bound()?;
         let chans = b.channels();
@@ -662,6 +784,7 @@ impl MiscDevice for TpDevice {
         KBox::try_pin_init(
             try_pin_init!(TpFile {
                 bound <- new_mutex!(None),
+                ctp <- new_mutex!(None),
             }),
             GFP_KERNEL,
         )
@@ -677,6 +800,9 @@ impl MiscDevice for TpDevice {
 
     fn read_iter(kiocb: Kiocb<'_, Self::Ptr>, iov: &mut IovIterDest<'_>) -> Result<usize> {
         let nonblock = kiocb_nonblock(&kiocb);
+        if let Some(c) = kiocb.file().ctp() {
+            return c.read(iov, nonblock);
+        }
         let b = kiocb.file().bound()?;
         let ch = match &b.target {
             Target::Channel(ch) => ch,
@@ -711,6 +837,9 @@ impl MiscDevice for TpDevice {
 
     fn write_iter(kiocb: Kiocb<'_, Self::Ptr>, iov: &mut IovIterSource<'_>) -> Result<usize> {
         let nonblock = kiocb_nonblock(&kiocb);
+        if let Some(c) = kiocb.file().ctp() {
+            return c.write(iov, nonblock);
+        }
         let b = kiocb.file().bound()?;
         let len = iov.len();
         if len == 0 {

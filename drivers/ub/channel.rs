@@ -46,7 +46,8 @@ pub(crate) fn cause_errno(cause: ErrorCause) -> Error {
     }
 }
 
-/// Received messages in arrival order, bounded in count and bytes.
+/// Received messages in arrival order, bounded in count and bytes: the
+/// receive queue of an RTP channel and of a CTP file (`ctp.rs`).
 pub(crate) struct RxQueue {
     msgs: KVec<Option<KVVec<u8>>>,
     head: usize,
@@ -55,7 +56,8 @@ pub(crate) struct RxQueue {
 }
 
 impl RxQueue {
-    fn new() -> Result<Self> {
+    /// An empty queue, its slots allocated.
+    pub(crate) fn new() -> Result<Self> {
         let mut msgs = KVec::with_capacity(RX_QUEUE_MSGS, GFP_KERNEL)?;
         for _ in 0..RX_QUEUE_MSGS {
             msgs.push(None, GFP_KERNEL)?;
@@ -69,11 +71,12 @@ impl RxQueue {
     }
 
     /// Whether `more` bytes (a message being received) still fit.
-    fn fits(&self, more: usize) -> bool {
+    pub(crate) fn fits(&self, more: usize) -> bool {
         self.len < RX_QUEUE_MSGS && self.bytes.saturating_add(more) <= RX_QUEUE_BYTES
     }
 
-    fn push(&mut self, m: KVVec<u8>) -> core::result::Result<(), KVVec<u8>> {
+    /// Queues `m` last; `m` back if it does not [`fit`](Self::fits).
+    pub(crate) fn push(&mut self, m: KVVec<u8>) -> core::result::Result<(), KVVec<u8>> {
         if !self.fits(m.len()) {
             return Err(m);
         }
@@ -116,8 +119,18 @@ impl RxQueue {
         Some(m)
     }
 
-    /// Puts back the message just popped (its copy to user space failed).
-    fn unpop(&mut self, m: KVVec<u8>) {
+    /// The oldest message, if it fits `room` bytes (`EMSGSIZE` if not: it
+    /// stays queued); `Ok(None)` when nothing is queued.
+    pub(crate) fn take(&mut self, room: usize) -> Result<Option<KVVec<u8>>> {
+        match self.front_len() {
+            Some(n) if n > room => Err(EMSGSIZE),
+            Some(_) => Ok(self.pop()),
+            None => Ok(None),
+        }
+    }
+
+    /// Puts back the message just taken (its copy to user space failed).
+    pub(crate) fn unpop(&mut self, m: KVVec<u8>) {
         let i = (self.head + RX_QUEUE_MSGS - 1) % RX_QUEUE_MSGS;
         if self.len < RX_QUEUE_MSGS {
             if let Some(slot) = self.msgs.get_mut(i) {
@@ -475,12 +488,7 @@ impl TpChannel {
     /// The oldest received message, if it fits `room` bytes:
     /// `Ok(None)` when nothing is queued.
     pub(crate) fn take_message(&self, room: usize) -> Result<Option<KVVec<u8>>> {
-        let mut g = self.inner.lock();
-        match g.rx.front_len() {
-            Some(n) if n > room => Err(EMSGSIZE),
-            Some(_) => Ok(g.rx.pop()),
-            None => Ok(None),
-        }
+        self.inner.lock().rx.take(room)
     }
 
     /// The oldest received message if `pick` takes it (a group reader

@@ -14,7 +14,8 @@
 //! TP Channels (`channel.rs`) are the endpoint's RTP channels: the device's
 //! channel table holds one [`TpChannel`] per channel, to which the endpoint's
 //! deliveries and events are handed, and from which it reads the bytes of
-//! the messages it sends.
+//! the messages it sends. CTP files (`ctp.rs`) send datagrams out of the
+//! datagram store and receive the CTP datagrams of their remote.
 //!
 //! Locking: [`Net::state`] (a mutex, process context only) guards the
 //! endpoint. Lock order: registry → endpoint → port → channel. A port's work
@@ -43,6 +44,7 @@ use kernel::{
 };
 
 use crate::channel::{cause_errno, TpChannel};
+use crate::ctp::CtpEnd;
 use crate::host::echo::{Echo, EchoKind, ECHO_HEADER_LEN};
 use crate::host::{
     Addr, AllocError, ChannelConfig, ConfigError, DatagramKind, Delivery, DeliverySink, Endpoint,
@@ -62,8 +64,13 @@ use crate::snapshot::{
 use crate::transport::cm::{ChannelState, CmTiming};
 use crate::transport::tpg::TpgPolicy;
 
-/// Datagrams (echo requests and replies) in flight at once.
+/// Datagrams (echo requests and replies, CTP) in flight at once.
 const DGRAM_SLOTS: usize = 32;
+/// Of those, the most CTP files may hold (the rest stay for the echo
+/// service, which a CTP stream must not starve).
+const CTP_DGRAM_SLOTS: u32 = 24;
+/// CTP files of a device (one per remote address).
+const MAX_CTP_FILES: usize = 64;
 /// Largest echo payload (the spec's `size` check).
 pub(crate) const ECHO_MAX_DATA: usize = 4096;
 /// Echo requests remembered while waiting for their reply.
@@ -126,17 +133,24 @@ impl Random for KernelRandom {
 
 type HostEndpoint = Endpoint<KernelStorage, KernelRandom>;
 
-/// One datagram's bytes, kept until the endpoint reports it sent.
+/// One datagram's bytes, kept until the endpoint reports it sent. A
+/// packet's worth: the endpoint's packets are at most `MAX_PACKET` bytes,
+/// so every datagram it takes (`Endpoint::max_datagram`) fits.
 struct DgramBuf {
     len: usize,
-    data: [u8; ECHO_HEADER_LEN + ECHO_MAX_DATA],
+    data: [u8; MAX_PACKET],
 }
+
+const _: () = assert!(MAX_PACKET >= ECHO_HEADER_LEN + ECHO_MAX_DATA);
 
 /// The message store of the datagrams.
 struct Dgrams {
     bufs: KVVec<DgramBuf>,
     /// Bit n set: slot n holds a datagram not yet sent.
     busy: u64,
+    /// Bit n set: slot n holds a CTP file's datagram (to `ctp_to[n]`).
+    ctp: u64,
+    ctp_to: [Option<Addr>; DGRAM_SLOTS],
 }
 
 impl Dgrams {
@@ -150,12 +164,36 @@ impl Dgrams {
         Some(i)
     }
 
-    fn release(&mut self, token: u64) {
-        if let Ok(i) = u32::try_from(token) {
-            if let Some(bit) = 1u64.checked_shl(i) {
-                self.busy &= !bit;
-            }
+    /// A slot for a CTP file's datagram to `to`, within the CTP share.
+    fn take_ctp(&mut self, to: Addr) -> Option<usize> {
+        if !self.ctp_room() {
+            return None;
         }
+        let i = self.take()?;
+        self.ctp |= 1 << i;
+        if let Some(o) = self.ctp_to.get_mut(i) {
+            *o = Some(to);
+        }
+        Some(i)
+    }
+
+    /// Whether [`take_ctp`](Self::take_ctp) would find a slot now.
+    fn ctp_room(&self) -> bool {
+        let free = !self.busy & (u64::MAX >> (64 - DGRAM_SLOTS));
+        self.ctp.count_ones() < CTP_DGRAM_SLOTS && free != 0
+    }
+
+    /// Frees slot `token`; the remote of the CTP file whose datagram it
+    /// held, if it was one.
+    fn release(&mut self, token: u64) -> Option<Addr> {
+        let i = u32::try_from(token).ok()?;
+        let bit = 1u64.checked_shl(i)?;
+        self.busy &= !bit;
+        if self.ctp & bit == 0 {
+            return None;
+        }
+        self.ctp &= !bit;
+        self.ctp_to.get_mut(usize::try_from(i).ok()?)?.take()
     }
 }
 
@@ -229,6 +267,8 @@ struct Sink<'a> {
     inbox: &'a mut Inbox,
     dgrams: &'a mut Dgrams,
     chans: &'a [Arc<TpChannel>],
+    /// The CTP files, by remote.
+    ctps: &'a [Arc<CtpEnd>],
     /// Channels that could not take a message (closed after the burst).
     failed: &'a mut [Option<u32>; FAIL_BATCH],
 }
@@ -249,6 +289,19 @@ impl DeliverySink for Sink<'_> {
                 if let Some(f) = self.failed.iter_mut().find(|f| f.is_none()) {
                     *f = Some(tpn);
                 }
+            }
+            return;
+        }
+        if let Delivery::Datagram {
+            kind: DatagramKind::Ctp,
+            from,
+            bytes,
+        } = *d
+        {
+            // No file bound to the source: dropped (the device has no
+            // counter for it; Documentation/ub/tp.rst).
+            if let Some(c) = self.ctps.iter().find(|c| c.remote == from) {
+                c.deliver(bytes);
             }
             return;
         }
@@ -312,6 +365,8 @@ struct NetState {
     dgrams: Dgrams,
     /// The TP channels, until the endpoint reports them closed.
     chans: KVec<Arc<TpChannel>>,
+    /// The CTP files, one per remote address, from bind to close.
+    ctps: KVec<Arc<CtpEnd>>,
     /// Channels the peer opened and closed before any file bound them,
     /// with messages nobody has read: the endpoint acknowledged those
     /// messages, so they wait here for a binder (who reads them, then the
@@ -413,7 +468,7 @@ impl Net {
             bufs.push(
                 DgramBuf {
                     len: 0,
-                    data: [0; ECHO_HEADER_LEN + ECHO_MAX_DATA],
+                    data: [0; MAX_PACKET],
                 },
                 GFP_KERNEL,
             )?;
@@ -432,8 +487,14 @@ impl Net {
         let state = NetState {
             ep,
             ports: KVec::new(),
-            dgrams: Dgrams { bufs, busy: 0 },
+            dgrams: Dgrams {
+                bufs,
+                busy: 0,
+                ctp: 0,
+                ctp_to: [None; DGRAM_SLOTS],
+            },
             chans: KVec::new(),
+            ctps: KVec::new(),
             lingering: KVec::new(),
             listeners: KVec::new(),
             pending: [None; ECHO_PENDING],
@@ -482,7 +543,7 @@ impl Net {
     /// the ports are dropped (the caller shuts the ports down after).
     pub(crate) fn shutdown(&self) -> KVec<Arc<Port>> {
         self.stopping.store(true, Relaxed);
-        let (handle, ports, chans, lingering, listeners) = {
+        let (handle, ports, chans, lingering, listeners, ctps) = {
             let mut st = self.state.lock();
             (
                 st.timer.take(),
@@ -490,6 +551,7 @@ impl Net {
                 core::mem::take(&mut st.chans),
                 core::mem::take(&mut st.lingering),
                 core::mem::take(&mut st.listeners),
+                core::mem::take(&mut st.ctps),
             )
         };
         drop(lingering);
@@ -499,6 +561,9 @@ impl Net {
         // The device is going: its channels fail, their readers and writers
         // wake (and binders waiting for a peer give up).
         for c in chans.iter() {
+            c.fail(ENODEV);
+        }
+        for c in ctps.iter() {
             c.fail(ENODEV);
         }
         self.incoming.notify_all();
@@ -556,6 +621,7 @@ impl Net {
                         inbox: &mut inbox,
                         dgrams: &mut st.dgrams,
                         chans: &st.chans,
+                        ctps: &st.ctps,
                         failed: &mut failed,
                     };
                     port.drain_up(|cfg, bytes| ep.handle_packet(now, pi, cfg, bytes, &mut sink));
@@ -840,6 +906,103 @@ impl Net {
             ports: r.ports,
             per_packet,
         })
+    }
+}
+
+impl Net {
+    /// Binds a CTP file to `remote` (a CNA): its end, and the largest
+    /// datagram payload the endpoint takes to it. `EADDRNOTAVAIL` without
+    /// a local address of `remote`'s format, `EADDRINUSE` if a file is
+    /// bound to `remote` already, `EINVAL` for a non-CNA remote.
+    pub(crate) fn ctp_bind(&self, remote: Addr) -> Result<(Arc<CtpEnd>, u32)> {
+        let mut st = self.state.lock();
+        // Under the lock: `shutdown` sets `stopping` before it takes the
+        // table, so an end pushed here is always failed with it.
+        if self.stopping.load(Relaxed) {
+            return Err(ENODEV);
+        }
+        let max = st
+            .ep
+            .max_datagram(DatagramKind::Ctp, remote)
+            .ok_or(EINVAL)?;
+        if st.ep.config().local.matching(&remote).is_none() {
+            return Err(EADDRNOTAVAIL);
+        }
+        if st.ctps.iter().any(|c| c.remote == remote) {
+            return Err(EADDRINUSE);
+        }
+        if st.ctps.len() >= MAX_CTP_FILES {
+            return Err(ENOSPC);
+        }
+        let end = CtpEnd::new(remote)?;
+        st.ctps.push(end.clone(), GFP_KERNEL)?;
+        Ok((end, max))
+    }
+
+    /// The CTP file of `end` is closing: its remote is free for a new bind
+    /// (its datagrams still queued go out).
+    pub(crate) fn ctp_close(&self, end: &Arc<CtpEnd>) {
+        let mut st = self.state.lock();
+        if let Some(i) = st.ctps.iter().position(|c| Arc::ptr_eq(c, end)) {
+            let _ = st.ctps.remove(i);
+        }
+    }
+
+    /// Queues datagram `m` of `end`'s file; `EAGAIN` when the CTP share of
+    /// the datagram store is full (a slot frees once the endpoint has sent
+    /// one: [`CtpEnd::changed`] moves), or the errno the file fails with.
+    pub(crate) fn ctp_send(self: &Arc<Self>, end: &CtpEnd, m: &[u8]) -> Result {
+        if self.stopping.load(Relaxed) {
+            return Err(ENODEV);
+        }
+        let len = u32::try_from(m.len()).map_err(|_| EMSGSIZE)?;
+        {
+            let mut guard = self.state.lock();
+            let st = &mut *guard;
+            if let Some(e) = end.inner.lock().error {
+                return Err(e);
+            }
+            let i = st.dgrams.take_ctp(end.remote).ok_or(EAGAIN)?;
+            let copied = st
+                .dgrams
+                .bufs
+                .get_mut(i)
+                .and_then(|b| {
+                    b.data.get_mut(..m.len())?.copy_from_slice(m);
+                    b.len = m.len();
+                    Some(())
+                })
+                .is_some();
+            let sent = if copied {
+                st.ep
+                    .send_datagram(DatagramKind::Ctp, end.remote, i as u64, len)
+            } else {
+                Err(SendError::Length)
+            };
+            if let Err(e) = sent {
+                let _ = st.dgrams.release(i as u64);
+                return Err(match e {
+                    // The store's slots outnumber the endpoint's queue
+                    // entries, so only a full queue makes this.
+                    SendError::WouldBlock | SendError::NotReady => EAGAIN,
+                    SendError::Length => EMSGSIZE,
+                    // The local address went since the bind.
+                    SendError::Format => EADDRNOTAVAIL,
+                    SendError::NoChannel => EINVAL,
+                });
+            }
+            end.accepted();
+            if st.flush(now_ns()) {
+                self.incoming.notify_all();
+            }
+        }
+        self.kick();
+        Ok(())
+    }
+
+    /// Whether a CTP `write()` would be taken now (a CTP file's `poll`).
+    pub(crate) fn ctp_writable(&self) -> bool {
+        self.state.lock().dgrams.ctp_room()
     }
 }
 
@@ -1314,7 +1477,19 @@ impl NetState {
         let mut incoming = false;
         while let Some(ev) = self.ep.poll_event() {
             match ev {
-                Event::DatagramSent { token } => self.dgrams.release(token),
+                Event::DatagramSent { token } => {
+                    if let Some(to) = self.dgrams.release(token) {
+                        // The CTP share has a free slot: every CTP writer
+                        // may go on.
+                        for c in self.ctps.iter() {
+                            if c.remote == to {
+                                c.sent();
+                            } else {
+                                c.writable();
+                            }
+                        }
+                    }
+                }
                 Event::MessageAcked { tpn, token } => {
                     if let Some(c) = find_chan(&self.chans, tpn) {
                         c.acked(token);

@@ -350,6 +350,9 @@ pub(crate) struct Port {
     stopping: Atomic<bool>,
     /// The port's DLL is in DLL_Normal (read by the endpoint's routing).
     dll_up: Atomic<bool>,
+    /// The endpoint found the TX queue full ([`Port::tx_room`]) and waits
+    /// for room: the work runs it once the queue drained.
+    net_waits_tx: Atomic<bool>,
 }
 
 impl_has_work! {
@@ -428,6 +431,7 @@ impl Port {
                 causeless: Atomic::new(0),
                 stopping: Atomic::new(false),
                 dll_up: Atomic::new(false),
+                net_waits_tx: Atomic::new(false),
             }),
             GFP_KERNEL,
         )
@@ -550,6 +554,7 @@ impl Port {
         let now = now_ns();
         let mut event = None;
         let handed_up;
+        let tx_resumed;
         {
             let mut st = self.state.lock();
             let Some(bar) = self.shared.bar.try_access() else {
@@ -601,6 +606,10 @@ impl Port {
                 st.reported = state;
             }
             handed_up = st.up.len() > 0;
+            // A sender that receives nothing (CTP and UTP datagrams have no
+            // acknowledgement) has no other reason to run the endpoint:
+            // what it queued beyond a full port would wait for ever.
+            tx_resumed = !st.txq.is_full() && self.net_waits_tx.xchg(false, Relaxed);
             if !self.stopping.load(Relaxed) {
                 st.arm_timer(self, now);
             }
@@ -621,7 +630,7 @@ impl Port {
                 crate::netlink::notify_port(&snap, ev);
             }
         }
-        if handed_up || event.is_some() {
+        if handed_up || event.is_some() || tx_resumed {
             self.net.run();
         }
     }
@@ -662,9 +671,17 @@ impl Port {
         true
     }
 
-    /// Whether the port's TX queue has room for a packet.
+    /// Whether the port's TX queue has room for a packet; if not, the
+    /// port's work runs the endpoint again once it has.
     pub(crate) fn tx_room(&self) -> bool {
-        !self.state.lock().txq.is_full()
+        let st = self.state.lock();
+        let full = st.txq.is_full();
+        if full {
+            // Under the lock the work checks it with: no wake-up is lost.
+            self.net_waits_tx.store(true, Relaxed);
+        }
+        drop(st);
+        !full
     }
 
     /// Applies `ubctl port set`: validated by the caller, all or nothing.

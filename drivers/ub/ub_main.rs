@@ -18,6 +18,7 @@ pub use proto::*;
 
 mod cdev;
 mod channel;
+mod ctp;
 mod group;
 #[cfg(CONFIG_UB_KUNIT_TEST)]
 mod kapi;

@@ -7,9 +7,11 @@
  * Documentation/netlink/specs/ub.yaml by scripts/ynl-regen.
  *
  * TP Channels: /dev/ub_tp (Documentation/ub/tp.rst). Each open file
- * descriptor becomes one RTP channel with UB_TP_IOC_BIND; write() then sends
- * one whole message and read() returns one whole message. Every struct is
- * fixed-size and starts with the ABI version; reserved fields must be zero.
+ * descriptor becomes one RTP channel with UB_TP_IOC_BIND, or with
+ * UB_TP_BIND_CTP one CTP end towards a remote CNA; write() then sends
+ * one whole message (one datagram) and read() returns one whole message.
+ * Every struct is fixed-size and starts with the ABI version; reserved
+ * fields must be zero.
  *
  * Errors of read() and write() (besides EFAULT, EINTR):
  *   ENOTCONN    not bound yet (UB_TP_IOC_BIND);
@@ -35,6 +37,14 @@
  * POLLIN and POLLOUT (read() returns the queued messages, then the errno;
  * write() fails at once); a channel the peer closed, POLLHUP | POLLRDHUP |
  * POLLIN. A file not yet bound reports POLLHUP alone.
+ *
+ * A CTP file (UB_TP_BIND_CTP) has no handshake and no end of stream: it
+ * is in RTS from the bind on; write() blocks (EAGAIN with O_NONBLOCK)
+ * while the device's datagram store has no free slot; read() and poll()
+ * behave as above; the device going (unbind, rmmod) fails read() (after
+ * the queued datagrams) and write() with ENODEV. CTP relies on the link
+ * layer for every hop: nothing is acknowledged or retransmitted, and a
+ * datagram that finds the receive queue full is dropped (rx_dropped).
  */
 #ifndef _UAPI_LINUX_UB_H
 #define _UAPI_LINUX_UB_H
@@ -68,7 +78,8 @@ struct ub_addr {
 
 /* ub_tp_bind.flags */
 #define UB_TP_BIND_LISTEN	(1U << 0)	/* wait for the peer to open it */
-#define UB_TP_BIND_FLAGS	UB_TP_BIND_LISTEN
+#define UB_TP_BIND_CTP		(1U << 1)	/* CTP datagrams to remote, no channel */
+#define UB_TP_BIND_FLAGS	(UB_TP_BIND_LISTEN | UB_TP_BIND_CTP)
 
 /* ub_tp_bind.retransmit: the RTP retransmission mode */
 #define UB_TP_GO_BACK_N		0
@@ -107,6 +118,14 @@ struct ub_addr {
  * still be delivered in order, then the member's errno; write() fails at
  * once. tpn and peer_tpn are the first member's. Documentation/ub/tp.rst,
  * "TP Channel Groups".
+ * With UB_TP_BIND_CTP the file becomes a CTP end towards remote, which
+ * must be a UB_ADDR_CNA16 or UB_ADDR_CNA24 address; listen, retransmit,
+ * attr_flags, mtu and key must be 0 (EINVAL otherwise; timeout_ms is not
+ * used). The bind returns at once: tpn and peer_tpn are 0, max_message is
+ * the largest datagram payload for that address format. One CTP file per
+ * device and remote address (EADDRINUSE); the device needs a local address
+ * of the remote's format (EADDRNOTAVAIL). Closing the file frees the
+ * address. The in-kernel API (<linux/ub.h>) opens RTP channels only.
  */
 struct ub_tp_bind {
 	__u32 version;		/* in: UB_TP_ABI_VERSION */
@@ -142,7 +161,10 @@ struct ub_tp_bind {
 /*
  * UB_TP_IOC_INFO: the channel's state and counters. For a group: RTS once
  * every member is, ERR once one is; the error of the first failed member;
- * the counters summed over the members.
+ * the counters summed over the members. A CTP file: RTS (ERR
+ * once the device is gone); tx_messages written, tx_packets sent by the
+ * endpoint, rx_packets received from remote, rx_messages queued for
+ * read(), rx_dropped; the other counters 0.
  */
 struct ub_tp_info {
 	__u32 version;		/* in: UB_TP_ABI_VERSION */
@@ -163,9 +185,10 @@ struct ub_tp_info {
 	__u64 rto_expiries;	/* out */
 	__u64 rx_duplicates;	/* out: data packets dropped, PSN already received */
 	__u64 rx_invalid_psn;	/* out: data packets dropped, PSN outside the window */
-	__u32 members;		/* out: the file's channels (1, or a group's) */
+	__u32 members;		/* out: the file's channels (1, a group's; CTP: 0) */
 	__u32 reserved1;	/* out: zero */
-	__u64 reserved[5];	/* out: zero */
+	__u64 rx_dropped;	/* out: CTP: datagrams dropped, receive queue full */
+	__u64 reserved[4];	/* out: zero */
 };
 
 /* Bytes of received messages a channel holds unread (see ENOBUFS above). */

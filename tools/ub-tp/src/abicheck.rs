@@ -15,7 +15,9 @@
 //! Needs root, the module loaded and device `--dev` present; no peer. The
 //! rows that open a channel to [`UNANSWERED`] also need an IPv4 address on
 //! the device (`ubctl addr add`): without one the kernel refuses them with
-//! `EADDRNOTAVAIL` before it looks at the configuration.
+//! `EADDRNOTAVAIL` before it looks at the configuration. [`CTP_CASES`]
+//! (`ub-tp abi-check --ctp`) bind CTP files, so they need a 16-bit CNA on
+//! the device and no 24-bit one.
 
 use std::ffi::CString;
 use std::mem::size_of;
@@ -32,6 +34,9 @@ pub const UNANSWERED: [u8; 4] = [10, 0, 99, 99];
 /// Keys of the channels the check asks for: `KEY_BASE + case number`, far
 /// from the keys the other selftests use.
 pub const KEY_BASE: u32 = 0xab1c_0000;
+/// A 16-bit CNA no host of the test fabric has (they are `(h+1) << 8`):
+/// a CTP file bound to it sends into the void.
+pub const UNANSWERED_CNA16: u16 = 0x7f00;
 /// The key both of the rows that retry a timed-out connect use.
 const KEY_RETRY: u32 = KEY_BASE + 0xffff;
 /// A user address no process has mapped (the first page never is).
@@ -97,6 +102,24 @@ pub enum Action {
     /// `UB_TP_IOC_BIND` from a child that opened the device as root, then
     /// dropped to uid/gid [`NOBODY`] (which clears its capabilities).
     BindUnprivileged(Edit),
+    /// A CTP bind to [`UNANSWERED_CNA16`] that must succeed (with `tpn` 0
+    /// and a `max_message`), then this step on the bound file.
+    Ctp(CtpStep),
+}
+
+/// What [`Action::Ctp`] does on its bound CTP file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CtpStep {
+    /// `write()` of `max_message + 1` bytes.
+    WriteOversized,
+    /// `write()` of 0 bytes.
+    WriteEmpty,
+    /// `read()` into a 4096-byte buffer (nothing was sent to us).
+    Read,
+    /// A CTP bind of a second file to the same remote (the one checked).
+    SecondFile,
+    /// A (valid RTP LISTEN) bind on the same file.
+    BindAgain,
 }
 
 /// One row of the specification.
@@ -147,6 +170,17 @@ fn connect_unanswered(b: &mut UbTpBind) {
         ..UbAddr::default()
     };
     b.remote.addr[..4].copy_from_slice(&UNANSWERED);
+}
+
+/// A CTP bind to [`UNANSWERED_CNA16`]: no key, no RTP attribute.
+fn ctp_unanswered(b: &mut UbTpBind) {
+    b.flags = UB_TP_BIND_CTP;
+    b.key = 0;
+    b.remote = UbAddr {
+        type_: UB_ADDR_CNA16,
+        ..UbAddr::default()
+    };
+    b.remote.addr[..2].copy_from_slice(&UNANSWERED_CNA16.to_be_bytes());
 }
 
 /// The specification: every misuse and the errno `drivers/ub/cdev.rs`
@@ -237,8 +271,66 @@ pub const CASES: &[Case] = &[
         libc::EINVAL,
     ),
     refused(
-        "BIND with an unknown flags bit (1 << 1): EINVAL",
-        |b| b.flags |= 1 << 1,
+        "BIND with an unknown flags bit (1 << 2): EINVAL",
+        |b| b.flags |= 1 << 2,
+        libc::EINVAL,
+    ),
+    // parse_ctp_bind (before the device is looked at: no address needed).
+    refused(
+        "CTP BIND with LISTEN: EINVAL",
+        |b| {
+            ctp_unanswered(b);
+            b.flags |= UB_TP_BIND_LISTEN;
+        },
+        libc::EINVAL,
+    ),
+    refused(
+        "CTP BIND to an IPv4 remote: EINVAL (CTP runs over CNA only)",
+        |b| {
+            ctp_unanswered(b);
+            connect_unanswered(b);
+            b.flags = UB_TP_BIND_CTP;
+        },
+        libc::EINVAL,
+    ),
+    refused(
+        "CTP BIND without a remote: EINVAL",
+        |b| {
+            ctp_unanswered(b);
+            b.remote = UbAddr::default();
+        },
+        libc::EINVAL,
+    ),
+    refused(
+        "CTP BIND with a key: EINVAL",
+        |b| {
+            ctp_unanswered(b);
+            b.key = 1;
+        },
+        libc::EINVAL,
+    ),
+    refused(
+        "CTP BIND with retransmit SELECTIVE: EINVAL",
+        |b| {
+            ctp_unanswered(b);
+            b.retransmit = UB_TP_SELECTIVE;
+        },
+        libc::EINVAL,
+    ),
+    refused(
+        "CTP BIND with attr_flags FAST_RETRANSMIT: EINVAL",
+        |b| {
+            ctp_unanswered(b);
+            b.attr_flags = UB_TP_FAST_RETRANSMIT;
+        },
+        libc::EINVAL,
+    ),
+    refused(
+        "CTP BIND with mtu 1024: EINVAL",
+        |b| {
+            ctp_unanswered(b);
+            b.mtu = 1024;
+        },
         libc::EINVAL,
     ),
     refused(
@@ -394,6 +486,57 @@ pub const CASES: &[Case] = &[
         Action::InfoAt(BAD_POINTER),
         Want::Errno(libc::EFAULT),
         Then::Unbound,
+    ),
+];
+
+/// The CTP rows that bind a file (`ub-tp abi-check --ctp`): the device
+/// needs a 16-bit CNA and no 24-bit one.
+pub const CTP_CASES: &[Case] = &[
+    refused(
+        "CTP BIND to a CNA24 remote, no local CNA24: EADDRNOTAVAIL",
+        |b| {
+            ctp_unanswered(b);
+            b.remote.type_ = UB_ADDR_CNA24;
+            b.remote.addr[..3].copy_from_slice(&[0x00, 0x7f, 0x00]);
+        },
+        libc::EADDRNOTAVAIL,
+    ),
+    case(
+        "CTP write() of max_message + 1 bytes: EMSGSIZE, still bound",
+        Action::Ctp(CtpStep::WriteOversized),
+        Want::Errno(libc::EMSGSIZE),
+        Then::Bound,
+    ),
+    case(
+        "CTP write() of 0 bytes: EINVAL, still bound",
+        Action::Ctp(CtpStep::WriteEmpty),
+        Want::Errno(libc::EINVAL),
+        Then::Bound,
+    ),
+    nonblocking(case(
+        "CTP read(), O_NONBLOCK, nothing received: EAGAIN",
+        Action::Ctp(CtpStep::Read),
+        Want::Errno(libc::EAGAIN),
+        Then::Bound,
+    )),
+    case(
+        "a second CTP file to the same remote: EADDRINUSE (the first stays bound)",
+        Action::Ctp(CtpStep::SecondFile),
+        Want::Errno(libc::EADDRINUSE),
+        Then::Bound,
+    ),
+    case(
+        "a BIND on a bound CTP file: EISCONN",
+        Action::Ctp(CtpStep::BindAgain),
+        Want::Errno(libc::EISCONN),
+        Then::Bound,
+    ),
+    // Closing the files above freed the remote: binding it works again.
+    case(
+        "the same remote again after close: bound, then a second BIND EISCONN",
+        Action::Ctp(CtpStep::BindAgain),
+        Want::Errno(libc::EISCONN),
+        Then::Bound,
     ),
 ];
 
@@ -591,6 +734,38 @@ pub fn run_case(path: &Path, dev: u32, n: u32, c: &Case) -> Result<Outcome, Setu
         }
         // Run in a child above.
         Action::BindUnprivileged(_) => return Err(SetupError("not run".to_owned())),
+        Action::Ctp(step) => {
+            let mut b = request(ctp_unanswered);
+            bind(fd, &mut b)
+                .map_err(|e| setup("the CTP BIND (does the device have a 16-bit CNA?)", e))?;
+            if b.tpn != 0 || b.peer_tpn != 0 || b.max_message == 0 {
+                return Err(SetupError(format!(
+                    "the CTP BIND answered tpn {} peer_tpn {} max_message {}",
+                    b.tpn, b.peer_tpn, b.max_message
+                )));
+            }
+            let write = |len: usize| {
+                let buf = vec![0x55u8; len];
+                // SAFETY: `buf` is valid for reads of its length.
+                let r = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+                result(r < 0)
+            };
+            match step {
+                CtpStep::WriteOversized => write(b.max_message as usize + 1),
+                CtpStep::WriteEmpty => write(0),
+                CtpStep::Read => {
+                    let mut buf = [0u8; 4096];
+                    // SAFETY: `buf` is valid for writes of its length.
+                    let r = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+                    result(r < 0)
+                }
+                CtpStep::SecondFile => {
+                    let fd2 = open(path, c.nonblock)?;
+                    bind(fd2.as_raw_fd(), &mut request(ctp_unanswered))
+                }
+                CtpStep::BindAgain => bind(fd, &mut request(|_| {})),
+            }
+        }
     };
     let then = match c.then {
         Then::Nothing => None,
@@ -848,6 +1023,26 @@ mod tests {
         if b.version != UB_TP_ABI_VERSION {
             return Some(libc::EPROTONOSUPPORT);
         }
+        if b.flags & UB_TP_BIND_CTP != 0 {
+            // parse_ctp_bind: only the remote CNA and the device.
+            let len = match b.remote.type_ {
+                UB_ADDR_CNA16 => 2,
+                UB_ADDR_CNA24 => 3,
+                _ => return Some(libc::EINVAL),
+            };
+            if b.reserved != [0; 7]
+                || b.reserved0 != [0; 3]
+                || b.flags != UB_TP_BIND_CTP
+                || b.members != 0
+                || (b.retransmit, b.attr_flags, b.mtu, b.key) != (0, 0, 0, 0)
+                || b.timeout_ms > UB_TP_TIMEOUT_MAX_MS
+                || b.remote.reserved != [0; 3]
+                || b.remote.addr.iter().skip(len).any(|&x| x != 0)
+            {
+                return Some(libc::EINVAL);
+            }
+            return (b.dev_index != DEV).then_some(libc::ENODEV);
+        }
         if b.reserved != [0; 7]
             || b.reserved0 != [0; 3]
             || b.members > UB_TP_MAX_MEMBERS
@@ -1002,6 +1197,31 @@ mod tests {
                     errno_text(e)
                 );
             }
+        }
+    }
+
+    #[test]
+    fn the_ctp_rows_bind_a_valid_ctp_file_and_check_it_stays_bound() {
+        assert_eq!(kernel_refusal(&edited(1, ctp_unanswered)), None);
+        for (i, c) in CTP_CASES.iter().enumerate() {
+            match c.action {
+                Action::Ctp(_) => assert_eq!(c.then, Then::Bound, "{}", c.what),
+                Action::Bind(edit) => {
+                    // Valid as far as parsing goes: the device refuses it.
+                    assert_eq!(kernel_refusal(&edited(i + 1, edit)), None, "{}", c.what);
+                    assert_eq!(c.then, Then::Unbound, "{}", c.what);
+                }
+                _ => panic!("{}: a CTP row binds", c.what),
+            }
+            if let Want::Errno(e) = c.want {
+                assert!(c.what.contains(errno_name(e).unwrap_or("?")), "{}", c.what);
+            }
+            let named = CASES.iter().chain(CTP_CASES).filter(|d| d.what == c.what);
+            assert_eq!(named.count(), 1, "{}", c.what);
+        }
+        // What the brief names: an oversized write, a busy remote.
+        for e in [libc::EMSGSIZE, libc::EADDRINUSE, libc::EADDRNOTAVAIL] {
+            assert!(CTP_CASES.iter().any(|c| c.want == Want::Errno(e)));
         }
     }
 

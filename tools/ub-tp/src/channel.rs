@@ -2,7 +2,8 @@
 //! A TP Channel: one bound file descriptor of `/dev/ub_tp`.
 //!
 //! Call order: [`Channel::bind`] (or [`Channel::connect`] /
-//! [`Channel::listen`]), which returns once the channel is in RTS (or at once
+//! [`Channel::listen`], or [`Channel::bind_ctp`] for a CTP end, which has
+//! no setup), which returns once the channel is in RTS (or at once
 //! with `nonblocking`, then poll [`Channel::info`] until RTS); then any mix
 //! of [`Channel::send`], [`Channel::recv`] / [`Channel::recv_into`] and
 //! [`Channel::info`]; drop closes the channel (the peer reads end of stream
@@ -77,6 +78,9 @@ pub struct BindOptions {
     /// 0 or 1: one channel; 2..=8: a TP Channel Group of that many
     /// channels, keys `key`..`key + members - 1`.
     pub members: u32,
+    /// A CTP end towards `remote` (a CNA) instead of an RTP channel
+    /// (`UB_TP_BIND_CTP`): no key, no listen, no RTP attribute.
+    pub ctp: bool,
 }
 
 impl Default for BindOptions {
@@ -93,6 +97,7 @@ impl Default for BindOptions {
             per_packet: false,
             mtu: 0,
             members: 0,
+            ctp: false,
         }
     }
 }
@@ -102,6 +107,9 @@ impl BindOptions {
     /// make one (checked here so that a mistake gets a clear message rather
     /// than the kernel's EINVAL).
     pub fn to_raw(&self, dev_index: u32) -> Result<UbTpBind> {
+        if self.ctp {
+            return self.to_raw_ctp(dev_index);
+        }
         let remote = match (self.remote, self.listen) {
             (Some(a), _) => a.to_raw(),
             (None, true) => UbAddr::default(),
@@ -150,6 +158,44 @@ impl BindOptions {
             attr_flags,
             mtu: self.mtu,
             members: self.members,
+            ..UbTpBind::default()
+        })
+    }
+
+    /// [`to_raw`](Self::to_raw) of a CTP bind: only the remote CNA (and the
+    /// device) may be given.
+    fn to_raw_ctp(&self, dev_index: u32) -> Result<UbTpBind> {
+        let remote = match self.remote {
+            Some(a @ (Addr::Cna16(_) | Addr::Cna24(_))) => a.to_raw(),
+            Some(a) => {
+                return Err(Error::Invalid(format!(
+                    "CTP runs over CNA addresses, not {a}"
+                )))
+            }
+            None => return Err(Error::Invalid("CTP needs the remote's CNA".to_owned())),
+        };
+        let rtp_only = [
+            (self.listen, "listen"),
+            (self.key != 0, "a key"),
+            (
+                self.retransmit != Retransmit::GoBackN,
+                "a retransmission mode",
+            ),
+            (self.fast_retransmit, "fast retransmission"),
+            (self.per_packet, "per-packet spraying"),
+            (self.mtu != 0, "an MTU"),
+        ];
+        if let Some((_, what)) = rtp_only.iter().find(|(set, _)| *set) {
+            return Err(Error::Invalid(format!(
+                "CTP has no channel: {what} applies to RTP only"
+            )));
+        }
+        Ok(UbTpBind {
+            version: UB_TP_ABI_VERSION,
+            dev_index,
+            remote,
+            flags: UB_TP_BIND_CTP,
+            timeout_ms: self.timeout_ms.min(UB_TP_TIMEOUT_MAX_MS),
             ..UbTpBind::default()
         })
     }
@@ -229,6 +275,8 @@ pub struct Info {
     /// The file's channels: 1, or a group's members (whose counters the
     /// others sum).
     pub members: u32,
+    /// CTP: datagrams dropped because the receive queue was full.
+    pub rx_dropped: u64,
 }
 
 impl Info {
@@ -258,6 +306,7 @@ impl Info {
             rx_duplicates: raw.rx_duplicates,
             rx_invalid_psn: raw.rx_invalid_psn,
             members: raw.members,
+            rx_dropped: raw.rx_dropped,
         })
     }
 }
@@ -349,6 +398,19 @@ impl Channel {
             remote: Some(remote),
             key,
             listen: false,
+            ..opts.clone()
+        };
+        Channel::bind(dev_index, &opts)
+    }
+
+    /// Binds a CTP end towards `remote` (a CNA): datagrams of at most
+    /// [`max_message`](Self::max_message) bytes, one per send() and
+    /// recv(), repaired by the link layer only (no acknowledgement, no
+    /// end of stream). `opts` gives the device node and `nonblocking`.
+    pub fn bind_ctp(dev_index: u32, remote: Addr, opts: &BindOptions) -> Result<Channel> {
+        let opts = BindOptions {
+            remote: Some(remote),
+            ctp: true,
             ..opts.clone()
         };
         Channel::bind(dev_index, &opts)
@@ -675,6 +737,59 @@ mod tests {
             ..opts()
         };
         assert!(matches!(Channel::bind(0, &o), Err(Error::Invalid(_))));
+    }
+
+    #[test]
+    fn a_ctp_bind_names_only_the_remote_and_refuses_rtp_options() {
+        let o = BindOptions {
+            key: 0,
+            ctp: true,
+            ..opts()
+        };
+        let raw = o.to_raw(2).unwrap_or_default();
+        assert_eq!(raw.flags, UB_TP_BIND_CTP);
+        assert_eq!(raw.dev_index, 2);
+        assert_eq!(raw.remote.type_, UB_ADDR_CNA16);
+        assert_eq!(
+            (raw.key, raw.retransmit, raw.attr_flags, raw.mtu),
+            (0, 0, 0, 0)
+        );
+        for bad in [
+            BindOptions {
+                key: 7,
+                ..o.clone()
+            },
+            BindOptions {
+                listen: true,
+                ..o.clone()
+            },
+            BindOptions {
+                retransmit: Retransmit::Selective,
+                ..o.clone()
+            },
+            BindOptions {
+                fast_retransmit: true,
+                ..o.clone()
+            },
+            BindOptions {
+                per_packet: true,
+                ..o.clone()
+            },
+            BindOptions {
+                mtu: 1024,
+                ..o.clone()
+            },
+            BindOptions {
+                remote: "10.0.0.1".parse().ok(),
+                ..o.clone()
+            },
+            BindOptions {
+                remote: None,
+                ..o.clone()
+            },
+        ] {
+            assert!(matches!(bad.to_raw(0), Err(Error::Invalid(_))), "{bad:?}");
+        }
     }
 
     #[test]

@@ -14,8 +14,9 @@ pub struct ChannelArgs {
     /// The UB device index (ubctl dev show).
     #[arg(long)]
     pub dev: u32,
-    /// The channel's key (its name at both ends).
-    #[arg(long)]
+    /// The channel's key (its name at both ends; required for RTP, none
+    /// for CTP).
+    #[arg(long, required_unless_present = "ctp", default_value_t = 0)]
     pub key: u32,
     /// The TP Channel device node.
     #[arg(long, default_value = DEFAULT_PATH)]
@@ -44,6 +45,11 @@ pub struct ChannelArgs {
     /// reported it ready fails the run).
     #[arg(long)]
     pub poll: bool,
+    /// A CTP end towards the peer's CNA instead of an RTP channel: one
+    /// datagram per message, repaired by the link layer only (no key, no
+    /// RTP attribute; messages up to the datagram size).
+    #[arg(long)]
+    pub ctp: bool,
 }
 
 impl ChannelArgs {
@@ -59,6 +65,7 @@ impl ChannelArgs {
             per_packet: self.per_packet,
             mtu: self.mtu,
             members: self.members,
+            ctp: self.ctp,
             ..BindOptions::default()
         }
     }
@@ -83,6 +90,7 @@ pub fn info_text(i: &Info) -> String {
         ("rto_expiries", i.rto_expiries),
         ("rx_duplicates", i.rx_duplicates),
         ("rx_invalid_psn", i.rx_invalid_psn),
+        ("rx_dropped", i.rx_dropped),
     ] {
         s += &format!("  {k} {v}\n");
     }

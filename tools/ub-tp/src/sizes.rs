@@ -135,6 +135,22 @@ impl SizeSpec {
         }
     }
 
+    /// The SPEC with every size above `max` brought down to `max` (a CTP
+    /// stream's sizes, capped at the datagram size both ends learn from
+    /// their bind: the two ends still derive the same sequence).
+    pub fn capped(&self, max: usize) -> SizeSpec {
+        let max = max.max(1);
+        let items = self
+            .items
+            .iter()
+            .map(|i| match *i {
+                Item::Fixed(s) => Item::Fixed(s.min(max)),
+                Item::Range(a, b) => Item::Range(a.min(max), b.min(max)),
+            })
+            .collect();
+        SizeSpec { items }
+    }
+
     /// The largest size the SPEC produces.
     pub fn max(&self) -> usize {
         self.items
@@ -154,6 +170,15 @@ mod tests {
 
     fn spec(s: &str) -> SizeSpec {
         s.parse().unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    #[test]
+    fn capping_keeps_smaller_sizes_and_brings_larger_ones_down() {
+        let c = spec("1,64,8192,100-1M").capped(4336);
+        assert_eq!(c, spec("1,64,4336,100-4336"));
+        assert_eq!(c.max(), 4336);
+        assert!((0..400).all(|seq| (1..=4336).contains(&c.size(seq, 7))));
+        assert_eq!(spec("1-1M").capped(0).max(), 1);
     }
 
     #[test]

@@ -135,6 +135,35 @@ pub fn wait_acked(ch: &Channel, count: u64, timeout: Duration) -> Result<Info, S
     }
 }
 
+/// CTP: waits until the endpoint sent `count` datagrams (`tx_packets`;
+/// nothing acknowledges them), the end failed, or `timeout` passed.
+pub fn wait_sent(ch: &Channel, count: u64, timeout: Duration) -> Result<Info, StreamError> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let i = ch
+            .info()
+            .map_err(|source| StreamError::Channel { seq: count, source })?;
+        if i.tx_packets >= count {
+            return Ok(i);
+        }
+        if i.state == State::Err {
+            return Err(StreamError::Failed {
+                acked: i.tx_packets,
+                count,
+                reason: describe(Op::Send, i.error),
+            });
+        }
+        if Instant::now() >= deadline {
+            return Err(StreamError::NotAcked {
+                acked: i.tx_packets,
+                count,
+                ms: timeout.as_millis(),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Reads the next message into `buf`, waiting at most `idle` for it (in
 /// poll mode the channel's own wait applies the limit): its errors name
 /// `seq`, the message expected; the end of the stream is an error too.

@@ -26,8 +26,10 @@ pub const UB_ADDR_IPV6: u8 = 4;
 
 /// `ub_tp_bind.flags`: wait for the peer to open the channel.
 pub const UB_TP_BIND_LISTEN: u32 = 1 << 0;
+/// `ub_tp_bind.flags`: a CTP end towards a remote CNA, no channel.
+pub const UB_TP_BIND_CTP: u32 = 1 << 1;
 /// Every `ub_tp_bind.flags` bit the ABI defines.
-pub const UB_TP_BIND_FLAGS: u32 = UB_TP_BIND_LISTEN;
+pub const UB_TP_BIND_FLAGS: u32 = UB_TP_BIND_LISTEN | UB_TP_BIND_CTP;
 
 /// `ub_tp_bind.retransmit`: Go-Back-N.
 pub const UB_TP_GO_BACK_N: u8 = 0;
@@ -163,8 +165,10 @@ pub struct UbTpInfo {
     pub members: u32,
     /// Out: zero.
     pub reserved1: u32,
+    /// Out: CTP: datagrams dropped, the receive queue was full.
+    pub rx_dropped: u64,
     /// Out: zero.
-    pub reserved: [u64; 5],
+    pub reserved: [u64; 4],
 }
 
 // Worked out from the header: ub_addr is 1 + 3 + 16 bytes, byte aligned.
@@ -186,8 +190,8 @@ const _: () = assert!(offset_of!(UbTpBind, max_message) == 60);
 const _: () = assert!(offset_of!(UbTpBind, members) == 64);
 const _: () = assert!(offset_of!(UbTpBind, reserved) == 68);
 // ub_tp_info: six u32 (24 bytes, so the u64s start 8-aligned), twelve u64
-// counters (96), members and a reserved u32, five reserved u64 (40): 168
-// bytes.
+// counters (96), members and a reserved u32, rx_dropped, four reserved
+// u64 (32): 168 bytes.
 const _: () = assert!(size_of::<UbTpInfo>() == 168);
 const _: () = assert!(offset_of!(UbTpInfo, rx_queued) == 20);
 const _: () = assert!(offset_of!(UbTpInfo, tx_messages) == 24);
@@ -195,7 +199,8 @@ const _: () = assert!(offset_of!(UbTpInfo, rto_expiries) == 96);
 const _: () = assert!(offset_of!(UbTpInfo, rx_duplicates) == 104);
 const _: () = assert!(offset_of!(UbTpInfo, rx_invalid_psn) == 112);
 const _: () = assert!(offset_of!(UbTpInfo, members) == 120);
-const _: () = assert!(offset_of!(UbTpInfo, reserved) == 128);
+const _: () = assert!(offset_of!(UbTpInfo, rx_dropped) == 128);
+const _: () = assert!(offset_of!(UbTpInfo, reserved) == 136);
 
 const IOC_NRBITS: u32 = 8;
 const IOC_TYPEBITS: u32 = 8;

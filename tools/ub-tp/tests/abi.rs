@@ -28,6 +28,7 @@ const FIELDS: &[(&str, &str)] = &[
     ("ub_tp_bind", "tpn"),
     ("ub_tp_bind", "peer_tpn"),
     ("ub_tp_bind", "max_message"),
+    ("ub_tp_bind", "members"),
     ("ub_tp_bind", "reserved"),
     ("ub_tp_info", "version"),
     ("ub_tp_info", "state"),
@@ -47,6 +48,9 @@ const FIELDS: &[(&str, &str)] = &[
     ("ub_tp_info", "rto_expiries"),
     ("ub_tp_info", "rx_duplicates"),
     ("ub_tp_info", "rx_invalid_psn"),
+    ("ub_tp_info", "members"),
+    ("ub_tp_info", "reserved1"),
+    ("ub_tp_info", "rx_dropped"),
     ("ub_tp_info", "reserved"),
 ];
 
@@ -59,7 +63,10 @@ const CONSTANTS: &[(&str, u64)] = &[
     ("UB_ADDR_IPV4", UB_ADDR_IPV4 as u64),
     ("UB_ADDR_IPV6", UB_ADDR_IPV6 as u64),
     ("UB_TP_BIND_LISTEN", UB_TP_BIND_LISTEN as u64),
+    ("UB_TP_BIND_CTP", UB_TP_BIND_CTP as u64),
     ("UB_TP_BIND_FLAGS", UB_TP_BIND_FLAGS as u64),
+    ("UB_TP_MAX_MEMBERS", UB_TP_MAX_MEMBERS as u64),
+    ("UB_TP_GROUP_HEADER", UB_TP_GROUP_HEADER as u64),
     ("UB_TP_GO_BACK_N", UB_TP_GO_BACK_N as u64),
     ("UB_TP_SELECTIVE", UB_TP_SELECTIVE as u64),
     ("UB_TP_FAST_RETRANSMIT", UB_TP_FAST_RETRANSMIT as u64),
@@ -106,6 +113,7 @@ fn rust_layout() -> HashMap<String, u64> {
         tpn,
         peer_tpn,
         max_message,
+        members,
         reserved
     );
     fields!(
@@ -129,6 +137,9 @@ fn rust_layout() -> HashMap<String, u64> {
         rto_expiries,
         rx_duplicates,
         rx_invalid_psn,
+        members,
+        reserved1,
+        rx_dropped,
         reserved
     );
     for (k, v) in CONSTANTS {

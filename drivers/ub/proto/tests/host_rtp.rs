@@ -256,6 +256,33 @@ fn datagrams_ctp_and_utp() {
 }
 
 #[test]
+fn the_largest_datagram_fills_one_packet_and_one_byte_more_is_refused() {
+    let mut net = Net::new(
+        endpoint(0, None, Store::default()),
+        endpoint(1, None, Store::default()),
+    );
+    let ep = &mut net.eps[0];
+    assert_eq!(ep.max_datagram(DatagramKind::Ctp, addr(1, false)), None);
+    assert_eq!(ep.max_datagram(DatagramKind::Utp, addr(1, true)), None);
+    let max = ep.max_datagram(DatagramKind::Ctp, addr(1, true)).unwrap();
+    let max16 = ep
+        .max_datagram(DatagramKind::Ctp, Addr::Cna16(0x20))
+        .unwrap();
+    // The 16-bit network header is 2 bytes shorter than the 24-bit one.
+    assert_eq!(max16, max + 2);
+    assert_eq!(
+        ep.send_datagram(DatagramKind::Ctp, addr(1, true), 1, max + 1),
+        Err(SendError::Length)
+    );
+    ep.send_datagram(DatagramKind::Ctp, addr(1, true), 2, max)
+        .unwrap();
+    assert!(net.run_until(1_000_000, |n| n.sinks[1].datagrams.len() == 1));
+    let d = &net.sinks[1].datagrams[0];
+    assert_eq!(d.0, DatagramKind::Ctp);
+    assert_eq!(d.2, (0..max).map(|o| pattern(2, o)).collect::<Vec<_>>());
+}
+
+#[test]
 fn corrupted_foreign_and_other_partition_packets_are_dropped_and_counted() {
     let mut net = Net::new(
         endpoint(0, None, Store::default()),

@@ -3,7 +3,10 @@
 //! selftests drive. `recv` listens and checks every message is intact, of
 //! the SPEC's length, in order and exactly once; `send` connects, sends the
 //! stream and waits until the peer acknowledged all of it; `echo` checks
-//! each message comes back from an echo service. `abi-check`
+//! each message comes back from an echo service. With `--ctp`, `send`
+//! and `recv` bind CTP ends towards each other's CNA instead (`send`
+//! waits until every datagram is sent, as nothing acknowledges them).
+//! `abi-check`
 //! checks every misuse of `/dev/ub_tp` gets its errno (`ub_tp::abicheck`).
 
 use std::path::PathBuf;
@@ -42,6 +45,7 @@ struct Stream {
     count: u64,
     /// Message sizes: sizes used in turn (1,64,4K) and ranges spread
     /// log-uniformly (1-1M); both ends must give the same SPEC and seed.
+    /// With --ctp, sizes above the datagram size are capped to it.
     #[arg(long, default_value = "1,64,4096,65536,1048576")]
     sizes: SizeSpec,
     /// Seed of the payloads and of the sizes ranges pick.
@@ -61,8 +65,9 @@ enum Cmd {
     Recv {
         #[command(flatten)]
         stream: Stream,
-        /// Take the channel only from this peer (default: anyone).
-        #[arg(long)]
+        /// Take the channel only from this peer (default: anyone); with
+        /// --ctp, the sender's CNA (required).
+        #[arg(long, required_if_eq("ctp", "true"))]
         from: Option<Addr>,
         /// Fail if no message comes for this long, in ms (0: wait forever).
         #[arg(long, default_value_t = 60_000)]
@@ -76,7 +81,8 @@ enum Cmd {
         #[arg(long)]
         to: Addr,
         /// How long to wait for the peer's acknowledgement of every message
-        /// once all are written, in ms.
+        /// once all are written (with --ctp: for every datagram to be
+        /// sent), in ms.
         #[arg(long, default_value_t = 60_000)]
         ack_timeout_ms: u64,
     },
@@ -101,6 +107,10 @@ enum Cmd {
         /// The TP Channel device node.
         #[arg(long, default_value = DEFAULT_PATH)]
         device: PathBuf,
+        /// The rows that bind CTP files instead (the device needs a 16-bit
+        /// CNA and no 24-bit one).
+        #[arg(long)]
+        ctp: bool,
     },
 }
 
@@ -110,6 +120,16 @@ struct Outcome {
     error: Option<String>,
     fields: serde_json::Map<String, serde_json::Value>,
     info: Option<Info>,
+}
+
+/// The sizes of the stream: CTP caps them at the datagram size (the bind's
+/// `max_message`, the same at both ends for one address format).
+fn stream_sizes(s: &Stream, ch: &Channel) -> SizeSpec {
+    if s.channel.ctp {
+        s.sizes.capped(ch.max_message())
+    } else {
+        s.sizes.clone()
+    }
 }
 
 fn check_sizes(ch: &Channel, sizes: &SizeSpec) -> anyhow::Result<()> {
@@ -126,12 +146,17 @@ fn check_sizes(ch: &Channel, sizes: &SizeSpec) -> anyhow::Result<()> {
 fn recv(s: &Stream, from: Option<Addr>, idle: u64) -> anyhow::Result<Outcome> {
     let opts = s.channel.bind_options();
     let idle = (idle > 0).then(|| Duration::from_millis(idle));
-    let mut ch = Channel::listen(s.channel.dev, from, s.channel.key, &opts)?;
+    let mut ch = match (s.channel.ctp, from) {
+        (true, Some(from)) => Channel::bind_ctp(s.channel.dev, from, &opts)?,
+        (true, None) => bail!("--ctp needs --from, the sender's CNA"),
+        (false, _) => Channel::listen(s.channel.dev, from, s.channel.key, &opts)?,
+    };
     if s.channel.poll {
         ch.use_poll(idle)?;
     }
-    check_sizes(&ch, &s.sizes)?;
-    let mut v = Verifier::new(s.sizes.clone(), s.seed);
+    let sizes = stream_sizes(s, &ch);
+    check_sizes(&ch, &sizes)?;
+    let mut v = Verifier::new(sizes, s.seed);
     let mut reported = 0;
     let start = Instant::now();
     let (sum, r) = stream::recv(&ch, &mut v, s.count, idle, |index, len, verdict| {
@@ -161,16 +186,27 @@ fn recv(s: &Stream, from: Option<Addr>, idle: u64) -> anyhow::Result<Outcome> {
 
 fn send(s: &Stream, to: Addr, ack_timeout: u64) -> anyhow::Result<Outcome> {
     let opts = s.channel.bind_options();
-    let mut ch = Channel::connect(s.channel.dev, to, s.channel.key, &opts)?;
+    let mut ch = if s.channel.ctp {
+        Channel::bind_ctp(s.channel.dev, to, &opts)?
+    } else {
+        Channel::connect(s.channel.dev, to, s.channel.key, &opts)?
+    };
     if s.channel.poll {
         ch.use_poll(None)?;
     }
-    check_sizes(&ch, &s.sizes)?;
+    let sizes = stream_sizes(s, &ch);
+    check_sizes(&ch, &sizes)?;
     let start = Instant::now();
-    let (sent, mut r) = stream::send(&ch, &s.sizes, s.seed, s.count);
+    let (sent, mut r) = stream::send(&ch, &sizes, s.seed, s.count);
     let mut info = None;
     if r.is_ok() {
-        match stream::wait_acked(&ch, s.count, Duration::from_millis(ack_timeout)) {
+        let timeout = Duration::from_millis(ack_timeout);
+        let done = if s.channel.ctp {
+            stream::wait_sent(&ch, s.count, timeout)
+        } else {
+            stream::wait_acked(&ch, s.count, timeout)
+        };
+        match done {
             Ok(i) => info = Some(i),
             Err(e) => r = Err(e),
         }
@@ -183,7 +219,11 @@ fn send(s: &Stream, to: Addr, ack_timeout: u64) -> anyhow::Result<Outcome> {
     fields.insert("count".into(), json!(s.count));
     fields.insert("sent".into(), json!(sent.sent));
     fields.insert("bytes".into(), json!(sent.bytes));
-    fields.insert("acked".into(), json!(info.map(|i| i.tx_acked)));
+    if s.channel.ctp {
+        fields.insert("datagrams".into(), json!(info.map(|i| i.tx_packets)));
+    } else {
+        fields.insert("acked".into(), json!(info.map(|i| i.tx_acked)));
+    }
     fields.insert("seconds".into(), json!(elapsed.as_secs_f64()));
     if s.channel.poll {
         fields.insert("poll_waits".into(), json!(ch.poll_waits()));
@@ -197,6 +237,9 @@ fn send(s: &Stream, to: Addr, ack_timeout: u64) -> anyhow::Result<Outcome> {
 }
 
 fn echo(s: &Stream, to: Addr, idle: u64) -> anyhow::Result<Outcome> {
+    if s.channel.ctp {
+        bail!("the echo service (samples/ub) answers RTP channels only");
+    }
     let idle = (idle > 0).then(|| Duration::from_millis(idle));
     let opts = s.channel.bind_options();
     let mut ch = Channel::connect(s.channel.dev, to, s.channel.key, &opts)?;
@@ -253,8 +296,13 @@ fn main() -> ExitCode {
             stream,
             echo(stream, *to, *idle_timeout_ms).context("ub-tp echo"),
         ),
-        Cmd::AbiCheck { dev, device } => {
-            return if abicheck::run(device, *dev, abicheck::CASES, |l| println!("{l}")) {
+        Cmd::AbiCheck { dev, device, ctp } => {
+            let cases = if *ctp {
+                abicheck::CTP_CASES
+            } else {
+                abicheck::CASES
+            };
+            return if abicheck::run(device, *dev, cases, |l| println!("{l}")) {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::FAILURE

@@ -116,6 +116,9 @@ fn progress_thread(
 /// Channel `i`'s key: `K + i`, or `K + i * N` for groups of `--members N`
 /// (a group takes the keys of its members).
 fn channel_opts(c: &Common, i: u32) -> anyhow::Result<(u32, BindOptions)> {
+    if c.channel.ctp {
+        bail!("ubperf measures RTP channels (--ctp has no acknowledgement to time)");
+    }
     let key = i
         .checked_mul(c.channel.members.max(1))
         .and_then(|k| c.channel.key.checked_add(k))

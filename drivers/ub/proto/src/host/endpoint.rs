@@ -889,6 +889,22 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
             .ok_or(SendError::NoChannel)
     }
 
+    /// The largest payload [`send_datagram`](Self::send_datagram) takes for
+    /// a datagram of `kind` to `remote` (one packet of the ports' size, with
+    /// its network and transport headers, the largest padding and the
+    /// ICRC); `None` if `kind` does not run over `remote`'s format (UTP over
+    /// IP, CTP over CNA).
+    pub fn max_datagram(&self, kind: DatagramKind, remote: Addr) -> Option<u32> {
+        let hdr = match kind {
+            DatagramKind::Utp if matches!(remote, Addr::Ipv4(_) | Addr::Ipv6(_)) => RTPH_LEN,
+            DatagramKind::Ctp if matches!(remote, Addr::Cna16(_) | Addr::Cna24(_)) => CTPH_LEN,
+            _ => return None,
+        };
+        let max = (self.cfg.max_packet as usize)
+            .saturating_sub(remote.net_header_len() + hdr + 3 + ICRC_LEN);
+        Some(u32::try_from(max).unwrap_or(u32::MAX))
+    }
+
     /// Queues a datagram of `len` bytes: UTP to an IP address, CTP to a
     /// CNA. One packet, no acknowledgement; [`Event::DatagramSent`] frees
     /// the token once it is on the wire.
@@ -899,20 +915,11 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
         token: u64,
         len: u32,
     ) -> Result<(), SendError> {
-        let ok = match kind {
-            DatagramKind::Utp => matches!(remote, Addr::Ipv4(_) | Addr::Ipv6(_)),
-            DatagramKind::Ctp => matches!(remote, Addr::Cna16(_) | Addr::Cna24(_)),
-        };
-        if !ok || self.cfg.local.matching(&remote).is_none() {
+        let max = self.max_datagram(kind, remote).ok_or(SendError::Format)?;
+        if self.cfg.local.matching(&remote).is_none() {
             return Err(SendError::Format);
         }
-        let hdr = match kind {
-            DatagramKind::Utp => RTPH_LEN,
-            DatagramKind::Ctp => CTPH_LEN,
-        };
-        let max = (self.cfg.max_packet as usize)
-            .saturating_sub(remote.net_header_len() + hdr + 3 + ICRC_LEN);
-        if usize::try_from(len).map_or(true, |l| l > max) {
+        if len > max {
             return Err(SendError::Length);
         }
         let n = self.dgrams.len();
