@@ -75,13 +75,18 @@ const MAX_CTP_FILES: usize = 64;
 pub(crate) const ECHO_MAX_DATA: usize = 4096;
 /// Echo requests remembered while waiting for their reply.
 const ECHO_PENDING: usize = 64;
-/// Echo messages one received burst may answer or report.
+/// Echo messages one round of [`Net::run`] may answer or report (a
+/// larger burst takes several rounds).
 const ECHO_BATCH: usize = 16;
+/// Rounds of one [`Net::run`]: enough for every port's whole queue of
+/// received packets (`port::UPQ_SLOTS`) in batches of the smallest batch
+/// ([`FAIL_BATCH`]) on two ports; a run that needs more queues itself again.
+const MAX_ROUNDS: usize = 16;
 /// Channels of a device (the endpoint's table).
 const MAX_CHANNELS: u32 = 64;
 /// Channels a peer opened that no file has bound yet; more are refused.
 const MAX_UNCLAIMED: usize = 16;
-/// Channels one received burst may fail (over their unread limit).
+/// Channels one round of [`Net::run`] may fail (over their unread limit).
 const FAIL_BATCH: usize = 8;
 /// Channel notifications queued between two rounds of [`Net::run`]; more
 /// are dropped (a monitor may miss events, as with rtnetlink).
@@ -271,6 +276,17 @@ struct Sink<'a> {
     ctps: &'a [Arc<CtpEnd>],
     /// Channels that could not take a message (closed after the burst).
     failed: &'a mut [Option<u32>; FAIL_BATCH],
+}
+
+impl Sink<'_> {
+    /// Whether one more received packet fits this round: a packet yields
+    /// at most one echo (to answer or to report) or one channel to fail,
+    /// and none may be dropped for want of a batch slot.
+    fn has_room(&self) -> bool {
+        self.inbox.answers.iter().any(Option::is_none)
+            && self.inbox.replies.iter().any(Option::is_none)
+            && self.failed.iter().any(Option::is_none)
+    }
 }
 
 impl DeliverySink for Sink<'_> {
@@ -582,15 +598,32 @@ impl Net {
         }
     }
 
-    /// One round of the endpoint's call order: port states, received
-    /// packets, timers, then everything it can send.
+    /// The endpoint's call order: port states, received packets, timers,
+    /// then everything it can send; in rounds, so that a burst larger
+    /// than one round's batches (echoes to answer or report, channels to
+    /// fail) is taken whole. Each round's echo replies go to their
+    /// sockets with the lock released, before the next round.
     pub(crate) fn run(self: &Arc<Self>) {
-        if self.stopping.load(Relaxed) {
-            return;
+        for round in 0..MAX_ROUNDS {
+            if self.stopping.load(Relaxed) {
+                return;
+            }
+            if !self.run_round(round) {
+                return;
+            }
         }
+        // Still more after a port's whole queue's worth of rounds: the
+        // rest waits for the next run rather than holding this work item.
+        self.kick();
+    }
+
+    /// One round of [`Net::run`]; `true` if a port still holds received
+    /// packets that did not fit this round's batches.
+    fn run_round(self: &Arc<Self>, round: usize) -> bool {
         let now = now_ns();
         let mut notify: [Option<(ReplyTo, EchoReply)>; ECHO_BATCH] = [None; ECHO_BATCH];
         let mut incoming = false;
+        let mut more = false;
         let tp_events;
         {
             let mut guard = self.state.lock();
@@ -600,38 +633,48 @@ impl Net {
                     st.ep.set_port_up(i, port.dll_up());
                 }
             }
-            for i in 0..st.ports.len() {
+            let mut inbox = Inbox {
+                port: 0,
+                answers: [None; ECHO_BATCH],
+                replies: [None; ECHO_BATCH],
+                corrupt: 0,
+                dropped: 0,
+            };
+            let mut failed = [None; FAIL_BATCH];
+            let n = st.ports.len();
+            // The round's first port turns, so that one busy port cannot
+            // keep the others' packets waiting round after round.
+            for k in 0..n {
+                let i = round.wrapping_add(k).checked_rem(n).unwrap_or(0);
                 let Some(port) = st.ports.get(i).cloned() else {
                     break;
                 };
                 let Ok(pi) = u8::try_from(i) else {
                     break;
                 };
-                let mut inbox = Inbox {
-                    port: pi,
-                    answers: [None; ECHO_BATCH],
-                    replies: [None; ECHO_BATCH],
-                    corrupt: 0,
-                    dropped: 0,
+                inbox.port = pi;
+                let ep = &mut st.ep;
+                let mut sink = Sink {
+                    inbox: &mut inbox,
+                    dgrams: &mut st.dgrams,
+                    chans: &st.chans,
+                    ctps: &st.ctps,
+                    failed: &mut failed,
                 };
-                let mut failed = [None; FAIL_BATCH];
-                {
-                    let ep = &mut st.ep;
-                    let mut sink = Sink {
-                        inbox: &mut inbox,
-                        dgrams: &mut st.dgrams,
-                        chans: &st.chans,
-                        ctps: &st.ctps,
-                        failed: &mut failed,
-                    };
-                    port.drain_up(|cfg, bytes| ep.handle_packet(now, pi, cfg, bytes, &mut sink));
+                if !sink.has_room() {
+                    more = true;
+                    break;
                 }
-                for &tpn in failed.iter().flatten() {
-                    let _ = st.ep.close(now, tpn);
-                }
-                st.process_inbox(&inbox, now, self.index, &mut notify);
-                incoming |= st.flush(now);
+                more |= port.drain_up(|cfg, bytes| {
+                    ep.handle_packet(now, pi, cfg, bytes, &mut sink);
+                    sink.has_room()
+                });
             }
+            for &tpn in failed.iter().flatten() {
+                let _ = st.ep.close(now, tpn);
+            }
+            st.process_inbox(&inbox, now, self.index, &mut notify);
+            incoming |= st.flush(now);
             if st.ep.poll_timeout().is_some_and(|t| t <= now) {
                 st.ep.handle_timeout(now);
             }
@@ -650,6 +693,7 @@ impl Net {
         for e in tp_events.iter().flatten() {
             crate::netlink::notify_tp(self.index, e);
         }
+        more
     }
 
     /// Sends one echo request; the reply goes to `reply_to`.
@@ -769,6 +813,7 @@ impl Net {
             net: *st.ep.net_counters(),
             echo_requests: st.echo_requests,
             echo_replies: st.echo_replies,
+            echo_dropped: st.echo_dropped,
         }
     }
 

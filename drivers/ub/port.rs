@@ -635,17 +635,23 @@ impl Port {
         }
     }
 
-    /// Moves the packets received on this port into `f` (the endpoint),
-    /// one at a time: called by the endpoint with its lock held (lock
-    /// order endpoint → port).
-    pub(crate) fn drain_up(&self, mut f: impl FnMut(u8, &[u8])) {
+    /// Moves the packets received on this port into `take` (the
+    /// endpoint), one at a time, while `take` says it has room for
+    /// another; `true` if packets are left. Called by the endpoint with
+    /// its lock held (lock order endpoint → port).
+    pub(crate) fn drain_up(&self, mut take: impl FnMut(u8, &[u8]) -> bool) -> bool {
         let mut st = self.state.lock();
         while let Some(p) = st.up.front() {
-            if let Some(bytes) = p.data.get(..p.len) {
-                f(p.cfg, bytes);
-            }
+            let room = match p.data.get(..p.len) {
+                Some(bytes) => take(p.cfg, bytes),
+                None => true,
+            };
             st.up.pop();
+            if !room {
+                break;
+            }
         }
+        st.up.len() > 0
     }
 
     /// Queues one packet from the endpoint; `false` (nothing queued) if the
