@@ -84,6 +84,7 @@ extern "C" {
         ty: u32,
     );
     fn ub_nl_msg_new(gfp: bindings::gfp_t) -> *mut bindings::sk_buff;
+    fn ub_nl_msg_new_small(payload: usize, gfp: bindings::gfp_t) -> *mut bindings::sk_buff;
     fn ub_nl_msg_free(skb: *mut bindings::sk_buff);
     fn ub_nl_put_reply(
         skb: *mut bindings::sk_buff,
@@ -541,6 +542,16 @@ impl OwnedSkb {
         NonNull::new(skb).map(Self).ok_or(ENOMEM)
     }
 
+    /// A message with room for `payload` bytes of attributes only: an
+    /// event sent at a high rate (one per echo reply) takes its true size
+    /// of the reader's receive buffer, and a page-sized one would overrun
+    /// it after a few dozen.
+    fn small(payload: usize) -> Result<Self> {
+        // SAFETY: Allocates a fresh skb; GFP_KERNEL: the caller may sleep.
+        let skb = unsafe { ub_nl_msg_new_small(payload, bindings::GFP_KERNEL) };
+        NonNull::new(skb).map(Self).ok_or(ENOMEM)
+    }
+
     fn writer(&self) -> Writer {
         // INVARIANT: We own the skb.
         Writer { skb: self.0 }
@@ -642,7 +653,8 @@ fn fill_dev(w: &mut Writer, d: &DevSnapshot) -> Result {
         w.put_u64(uapi::UB_A_NET_STATS_UNKNOWN_CHANNEL, n.unknown_channel, PAD)?;
         w.put_u64(uapi::UB_A_NET_STATS_WRONG_PEER, n.wrong_peer, PAD)?;
         w.put_u64(uapi::UB_A_NET_STATS_ECHO_REQUESTS, d.echo_requests, PAD)?;
-        w.put_u64(uapi::UB_A_NET_STATS_ECHO_REPLIES, d.echo_replies, PAD)
+        w.put_u64(uapi::UB_A_NET_STATS_ECHO_REPLIES, d.echo_replies, PAD)?;
+        w.put_u64(uapi::UB_A_NET_STATS_ECHO_DROPPED, d.echo_dropped, PAD)
     })
 }
 
@@ -1868,11 +1880,18 @@ pub(crate) fn notify_tp(dev_index: u32, e: &TpEvent) {
 ///
 /// Process context. Does nothing when the family is not registered; a reply
 /// whose socket has gone is dropped.
+/// Attribute bytes of an echo reply, with room to spare: five u32 (8 bytes
+/// each), the RTT (a u64 with its pad, 16) and the source (an IPv6 address
+/// nest, 28); a reply that did not fit would be lost (a KUnit case checks).
+const ECHO_REPLY_PAYLOAD: usize = 256;
+
 pub(crate) fn echo_reply(to: &ReplyTo, reply: &EchoReply) {
     if !LIVE.load(Acquire) {
         return;
     }
-    let Ok(skb) = OwnedSkb::new() else { return };
+    let Ok(skb) = OwnedSkb::small(ECHO_REPLY_PAYLOAD) else {
+        return;
+    };
     let mut w = skb.writer();
     // SAFETY: `skb` is ours.
     let hdr = unsafe { ub_nl_put_event(skb.0.as_ptr(), uapi::UB_CMD_ECHO_REPLY as u8) };
@@ -2110,6 +2129,30 @@ mod tests {
             }
         }
         None
+    }
+
+    /// The largest echo reply (an IPv6 source, every counter at its
+    /// maximum) fits the small message `echo_reply` allocates.
+    #[test]
+    fn the_largest_echo_reply_fits_its_message() {
+        let reply = EchoReply {
+            dev_index: u32::MAX,
+            id: u32::MAX,
+            seq: u32::MAX,
+            size: u32::MAX,
+            rtt_ns: u64::MAX,
+            src: Addr::Ipv6([0xff; 16]),
+            port: u32::MAX,
+        };
+        let skb = OwnedSkb::small(ECHO_REPLY_PAYLOAD);
+        assert!(skb.is_ok());
+        if let Ok(skb) = skb {
+            let mut w = skb.writer();
+            // SAFETY: `skb` is ours.
+            let hdr = unsafe { ub_nl_put_event(skb.0.as_ptr(), uapi::UB_CMD_ECHO_REPLY as u8) };
+            assert!(!hdr.is_null());
+            assert!(w.message(hdr, |w| fill_echo_reply(w, &reply)).is_ok());
+        }
     }
 
     #[test]

@@ -47,6 +47,8 @@ pub(crate) struct DevSnapshot {
     pub(crate) echo_requests: u64,
     /// Echo replies received.
     pub(crate) echo_replies: u64,
+    /// Echo requests not answered and replies not reported.
+    pub(crate) echo_dropped: u64,
 }
 
 impl DevSnapshot {

@@ -137,6 +137,14 @@ struct sk_buff *ub_nl_msg_new(gfp_t gfp)
 	return genlmsg_new(NLMSG_GOODSIZE, gfp);
 }
 
+/* A message of at most @payload bytes: what it takes of the reader's
+ * receive buffer is its true size, so a small event must not take a page.
+ */
+struct sk_buff *ub_nl_msg_new_small(size_t payload, gfp_t gfp)
+{
+	return genlmsg_new(payload, gfp);
+}
+
 void ub_nl_msg_free(struct sk_buff *skb)
 {
 	nlmsg_free(skb);

@@ -34,6 +34,7 @@ void ub_nl_set_err(struct netlink_ext_ack *extack, const char *msg,
 void ub_nl_set_missing(struct netlink_ext_ack *extack,
 		       const struct nlattr *nest, u32 type);
 struct sk_buff *ub_nl_msg_new(gfp_t gfp);
+struct sk_buff *ub_nl_msg_new_small(size_t payload, gfp_t gfp);
 void ub_nl_msg_free(struct sk_buff *skb);
 void *ub_nl_put_reply(struct sk_buff *skb, struct genl_info *info, u8 cmd);
 void *ub_nl_put_dump(struct sk_buff *skb, struct netlink_callback *cb, u8 cmd);

@@ -187,6 +187,7 @@ attr_set!(
         ECHO_REPLIES = 10, "echo-replies", Ty::U64;
         PAD = 11, "pad", Ty::Pad;
         WRONG_PEER = 12, "wrong-peer", Ty::U64;
+        ECHO_DROPPED = 13, "echo-dropped", Ty::U64;
     }
 );
 
