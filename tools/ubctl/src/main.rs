@@ -425,6 +425,9 @@ fn monitor(c: &mut Conn, count: Option<u64>, out: &Out) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Receive buffer of `ubctl ping` (bytes).
+const PING_RCVBUF: i32 = 4 << 20;
+
 fn ping(c: &mut Conn, a: &PingArgs, out: &Out) -> Result<ExitCode> {
     let dev = match &a.dev {
         Some(d) => dev_index(c, d)?,
@@ -434,6 +437,9 @@ fn ping(c: &mut Conn, a: &PingArgs, out: &Out) -> Result<ExitCode> {
             u32::try_from(first.need_uint(&spec::DEV, "index")?).context("device index")?
         }
     };
+    // A reader that falls behind (a loaded guest) must not lose replies
+    // the kernel sent: room for thousands of them and their ACKs.
+    c.grow_rcvbuf(PING_RCVBUF)?;
     ubctl::nl::catch_sigint();
     let mut p = Pinger::new(std::process::id());
     let start = Instant::now();
@@ -446,6 +452,7 @@ fn ping(c: &mut Conn, a: &PingArgs, out: &Out) -> Result<ExitCode> {
     let mut by_nlseq = std::collections::HashMap::new();
     let mut seq: u32 = 0;
     let mut next_send = Instant::now();
+    let mut drained = true;
     let stop = |sent: u32| a.count.is_some_and(|n| u64::from(sent) >= n);
     loop {
         if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
@@ -459,7 +466,11 @@ fn ping(c: &mut Conn, a: &PingArgs, out: &Out) -> Result<ExitCode> {
             p.sent(seq, now);
             next_send = now + a.interval;
         }
-        p.expire(Instant::now(), a.timeout);
+        // Only with the socket drained: a reply waiting there arrived in
+        // time, however late this process (on a loaded host) reads it.
+        if drained {
+            p.expire(Instant::now(), a.timeout);
+        }
         if stop(seq) && !p.waiting() {
             break;
         }
@@ -471,8 +482,15 @@ fn ping(c: &mut Conn, a: &PingArgs, out: &Out) -> Result<ExitCode> {
         let msgs = match c.recv(Some(wait)) {
             Ok(m) => m,
             Err(NlError::Interrupted) => break,
+            // The socket's buffer overflowed: replies were lost (they
+            // count as lost when their wait runs out); say so, go on.
+            Err(NlError::Io(e)) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                eprintln!("ubctl: replies lost (socket buffer full)");
+                continue;
+            }
             Err(e) => return Err(e.into()),
         };
+        drained = msgs.is_empty();
         for m in msgs {
             match m {
                 Incoming::Err { seq: nls, err } => {

@@ -469,6 +469,32 @@ impl Conn {
         self.family
     }
 
+    /// Asks for a receive buffer of `bytes` (the kernel doubles it for its
+    /// bookkeeping): beyond `net.core.rmem_max` with `CAP_NET_ADMIN`
+    /// (`SO_RCVBUFFORCE`), else up to that limit. For a reader that may
+    /// fall behind a stream of kernel messages (ping's replies).
+    pub fn grow_rcvbuf(&self, bytes: i32) -> Result<(), Error> {
+        let fd = self.sock.as_raw_fd();
+        let set = |opt: libc::c_int| {
+            // SAFETY: `fd` is this connection's open socket; the option
+            // value is a valid c_int that lives across the call, and its
+            // size is passed.
+            unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    opt,
+                    (&bytes as *const i32).cast(),
+                    std::mem::size_of::<i32>() as libc::socklen_t,
+                )
+            }
+        };
+        if set(libc::SO_RCVBUFFORCE) == 0 || set(libc::SO_RCVBUF) == 0 {
+            return Ok(());
+        }
+        Err(Error::Io(std::io::Error::last_os_error()))
+    }
+
     /// Join the `monitor` multicast group.
     pub fn join_monitor(&self) -> Result<(), Error> {
         let g = self.monitor_group.ok_or_else(|| {
