@@ -1838,8 +1838,7 @@ impl Net {
             return Err(Refusal::no_device());
         }
         check_tp_new(remote, &cfg)?;
-        let tpn = {
-            let mut st = self.state.lock();
+        self.change_state(|st| {
             if st.unclaimed() >= MAX_UNCLAIMED {
                 return Err(refuse(
                     ENOSPC,
@@ -1847,12 +1846,27 @@ impl Net {
                     None,
                 ));
             }
-            let c = st.open_unclaimed(remote, key, cfg)?;
+            Ok(st.open_unclaimed(remote, key, cfg)?.tpn)
+        })
+    }
+
+    /// Runs `change` (a netlink request's) under the endpoint's lock, then
+    /// sends what the endpoint can and queues its work (which announces
+    /// what changed), as every change of a channel does. A refused request
+    /// changed nothing, or closed only what it had just opened: the flush
+    /// sends those closes at once.
+    fn change_state<T>(
+        self: &Arc<Self>,
+        change: impl FnOnce(&mut NetState) -> Result<T, Refusal>,
+    ) -> Result<T, Refusal> {
+        let done = {
+            let mut st = self.state.lock();
+            let done = change(&mut st);
             let _ = st.flush(now_ns());
-            c.tpn
+            done
         };
         self.kick();
-        Ok(tpn)
+        done
     }
 
     /// The live channel `tpn` (in the endpoint's table).
@@ -1870,9 +1884,8 @@ impl Net {
         tpn: u32,
         change: TpChange,
     ) -> Result<(), Refusal> {
-        {
-            let mut st = self.state.lock();
-            let c = Self::live_channel(&st, tpn)?;
+        self.change_state(|st| {
+            let c = Self::live_channel(st, tpn)?;
             if !st.changeable(tpn) {
                 return Err(refuse(
                     EBUSY,
@@ -1880,11 +1893,8 @@ impl Net {
                     Some(Field::State),
                 ));
             }
-            st.change_channel(&c, change)?;
-            let _ = st.flush(now_ns());
-        }
-        self.kick();
-        Ok(())
+            st.change_channel(&c, change)
+        })
     }
 
     /// Tears channel `tpn` down (DREQ to the peer), whoever holds it. Its
@@ -1892,14 +1902,11 @@ impl Net {
     /// (`include/uapi/linux/ub.h`); an unclaimed channel goes with what it
     /// held.
     pub(crate) fn channel_delete(self: &Arc<Self>, tpn: u32) -> Result<(), Refusal> {
-        {
-            let mut st = self.state.lock();
-            let c = Self::live_channel(&st, tpn)?;
+        self.change_state(|st| {
+            let c = Self::live_channel(st, tpn)?;
             st.abort_channel(&c);
-            let _ = st.flush(now_ns());
-        }
-        self.kick();
-        Ok(())
+            Ok(())
+        })
     }
 }
 
@@ -1937,8 +1944,7 @@ impl Net {
         check_tp_new(remote, &cfg)?;
         let no_memory = || refuse(ENOMEM, c"no memory for the group", None);
         let members = usize::try_from(n).map_err(|_| no_memory())?;
-        let snap = {
-            let mut st = self.state.lock();
+        self.change_state(|st| {
             if st.unclaimed().saturating_add(members) > MAX_UNCLAIMED {
                 return Err(refuse(
                     ENOSPC,
@@ -1995,12 +2001,9 @@ impl Net {
                 return Err(refuse(ENOSPC, c"the device's group table is full", None));
             };
             st.record_group(gid, tpns);
-            let snap = st.tpg_snapshot(self.index, usize::from(gid));
-            let _ = st.flush(now_ns());
-            snap
-        };
-        self.kick();
-        snap.ok_or(refuse(ENOMEM, c"the group went as it was made", None))
+            st.tpg_snapshot(self.index, usize::from(gid))
+                .ok_or(refuse(ENOMEM, c"the group went as it was made", None))
+        })
     }
 
     /// Suspends or resumes every member of group `tpn`: each must be in RTS
@@ -2010,8 +2013,7 @@ impl Net {
         tpn: u32,
         change: TpChange,
     ) -> Result<(), Refusal> {
-        {
-            let mut st = self.state.lock();
+        self.change_state(|st| {
             let r = st.group_named(tpn)?;
             if !r.tpns().iter().all(|&t| st.changeable(t)) {
                 return Err(refuse(
@@ -2021,31 +2023,26 @@ impl Net {
                 ));
             }
             for &t in r.tpns() {
-                let c = Self::live_channel(&st, t)?;
+                let c = Self::live_channel(st, t)?;
                 st.change_channel(&c, change)?;
             }
-            let _ = st.flush(now_ns());
-        }
-        self.kick();
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Tears every member of group `tpn` down, as [`Net::channel_delete`]
     /// each: the file bound to the group reads what it can still deliver
     /// in order, then `ECONNABORTED`.
     pub(crate) fn group_delete(self: &Arc<Self>, tpn: u32) -> Result<(), Refusal> {
-        {
-            let mut st = self.state.lock();
+        self.change_state(|st| {
             let r = st.group_named(tpn)?;
             for &t in r.tpns() {
-                if let Ok(c) = Self::live_channel(&st, t) {
+                if let Ok(c) = Self::live_channel(st, t) {
                     st.abort_channel(&c);
                 }
             }
-            let _ = st.flush(now_ns());
-        }
-        self.kick();
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Copies of the groups whose first member's TPN is in `tpns`, in that

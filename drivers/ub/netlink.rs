@@ -1232,6 +1232,34 @@ unsafe extern "C" fn ub_nl_echo_doit(
     })())
 }
 
+/// The channel (or group) a `tp-*` (`tpg-*`) request names: its device
+/// and TPN, both required.
+fn named_request(req: &Request<'_>) -> Result<(u32, u32), Error> {
+    let dev = req.require_u32(uapi::UB_A_TP_DEV_INDEX)?;
+    Ok((dev, req.require_u32(uapi::UB_A_TP_TPN)?))
+}
+
+/// The device, peer and key of a `tp-new` or `tpg-new` request, required.
+fn new_request(req: &Request<'_>) -> Result<(u32, Addr, u32), Error> {
+    let dev = req.require_u32(uapi::UB_A_TP_DEV_INDEX)?;
+    let nest = req.require(uapi::UB_A_TP_PEER)?;
+    let key = req.require_u32(uapi::UB_A_TP_KEY)?;
+    Ok((dev, parse_addr(req, nest, Field::Peer)?, key))
+}
+
+/// The channel configuration of a `tp-new` request (of each member of a
+/// `tpg-new`): its attributes over the driver's defaults.
+fn new_config(req: &Request<'_>) -> Result<ChannelConfig, Error> {
+    channel_config(&TpAttrs::of(req), crate::ub_net::tp_config()).map_err(|r| req.refuse(&r))
+}
+
+/// The change a `tp-set` or `tpg-set` request (with its `messages`) asks
+/// for.
+fn set_request(req: &Request<'_>, messages: &SetMessages) -> Result<TpChange, Error> {
+    let state = req.get(uapi::UB_A_TP_STATE).map(Attr::u32);
+    tp_change(&TpAttrs::of(req), state, messages).map_err(|r| req.refuse(&r))
+}
+
 /// `tp-get` do: one TP Channel.
 ///
 /// # Safety
@@ -1245,8 +1273,7 @@ unsafe extern "C" fn ub_nl_tp_get_doit(
     // SAFETY: Called by genetlink for the tp-get doit.
     let req = unsafe { do_request(info, maxattr::TP_GET_DO, AttrSet::Tp) };
     errno_of((|| {
-        let dev = req.require_u32(uapi::UB_A_TP_DEV_INDEX)?;
-        let tpn = req.require_u32(uapi::UB_A_TP_TPN)?;
+        let (dev, tpn) = named_request(&req)?;
         let tp = registry::tp_get(dev, tpn).map_err(|r| req.refuse(&r))?;
         // SAFETY: `info` is the doit's.
         unsafe { reply(info, uapi::UB_CMD_TP_GET, |w| fill_tp(w, &tp)) }
@@ -1468,12 +1495,8 @@ unsafe extern "C" fn ub_nl_tp_new_doit(
     // SAFETY: Called by genetlink for the tp-new doit.
     let req = unsafe { do_request(info, maxattr::TP_NEW_DO, AttrSet::Tp) };
     errno_of((|| {
-        let dev = req.require_u32(uapi::UB_A_TP_DEV_INDEX)?;
-        let nest = req.require(uapi::UB_A_TP_PEER)?;
-        let key = req.require_u32(uapi::UB_A_TP_KEY)?;
-        let remote = parse_addr(&req, nest, Field::Peer)?;
-        let cfg = channel_config(&TpAttrs::of(&req), crate::ub_net::tp_config())
-            .map_err(|r| req.refuse(&r))?;
+        let (dev, remote, key) = new_request(&req)?;
+        let cfg = new_config(&req)?;
         let tpn = registry::tp_new(dev, remote, key, cfg).map_err(|r| req.refuse(&r))?;
         // SAFETY: `info` is the doit's.
         unsafe {
@@ -1531,11 +1554,8 @@ unsafe extern "C" fn ub_nl_tp_set_doit(
     // SAFETY: Called by genetlink for the tp-set doit.
     let req = unsafe { do_request(info, maxattr::TP_SET_DO, AttrSet::Tp) };
     errno_of((|| {
-        let dev = req.require_u32(uapi::UB_A_TP_DEV_INDEX)?;
-        let tpn = req.require_u32(uapi::UB_A_TP_TPN)?;
-        let state = req.get(uapi::UB_A_TP_STATE).map(Attr::u32);
-        let change =
-            tp_change(&TpAttrs::of(&req), state, &TP_SET_MESSAGES).map_err(|r| req.refuse(&r))?;
+        let (dev, tpn) = named_request(&req)?;
+        let change = set_request(&req, &TP_SET_MESSAGES)?;
         registry::tp_set(dev, tpn, change).map_err(|r| req.refuse(&r))
     })())
 }
@@ -1553,8 +1573,7 @@ unsafe extern "C" fn ub_nl_tp_del_doit(
     // SAFETY: Called by genetlink for the tp-del doit.
     let req = unsafe { do_request(info, maxattr::TP_DEL_DO, AttrSet::Tp) };
     errno_of((|| {
-        let dev = req.require_u32(uapi::UB_A_TP_DEV_INDEX)?;
-        let tpn = req.require_u32(uapi::UB_A_TP_TPN)?;
+        let (dev, tpn) = named_request(&req)?;
         registry::tp_del(dev, tpn).map_err(|r| req.refuse(&r))
     })())
 }
@@ -1572,8 +1591,7 @@ unsafe extern "C" fn ub_nl_tpg_get_doit(
     // SAFETY: Called by genetlink for the tpg-get doit.
     let req = unsafe { do_request(info, maxattr::TPG_GET_DO, AttrSet::Tp) };
     errno_of((|| {
-        let dev = req.require_u32(uapi::UB_A_TP_DEV_INDEX)?;
-        let tpn = req.require_u32(uapi::UB_A_TP_TPN)?;
+        let (dev, tpn) = named_request(&req)?;
         let g = registry::tpg_get(dev, tpn).map_err(|r| req.refuse(&r))?;
         // SAFETY: `info` is the doit's.
         unsafe { reply(info, uapi::UB_CMD_TPG_GET, |w| fill_tpg(w, &g)) }
@@ -1594,14 +1612,10 @@ unsafe extern "C" fn ub_nl_tpg_new_doit(
     // SAFETY: Called by genetlink for the tpg-new doit.
     let req = unsafe { do_request(info, maxattr::TPG_NEW_DO, AttrSet::Tp) };
     errno_of((|| {
-        let dev = req.require_u32(uapi::UB_A_TP_DEV_INDEX)?;
-        let nest = req.require(uapi::UB_A_TP_PEER)?;
-        let key = req.require_u32(uapi::UB_A_TP_KEY)?;
+        let (dev, remote, key) = new_request(&req)?;
         // The policy holds it to 2..=8.
         let members = req.require_u32(uapi::UB_A_TP_MEMBERS)?;
-        let remote = parse_addr(&req, nest, Field::Peer)?;
-        let cfg = channel_config(&TpAttrs::of(&req), crate::ub_net::tp_config())
-            .map_err(|r| req.refuse(&r))?;
+        let cfg = new_config(&req)?;
         let g = registry::tpg_new(dev, remote, key, members, cfg).map_err(|r| req.refuse(&r))?;
         // SAFETY: `info` is the doit's.
         unsafe {
@@ -1629,11 +1643,8 @@ unsafe extern "C" fn ub_nl_tpg_set_doit(
     // SAFETY: Called by genetlink for the tpg-set doit.
     let req = unsafe { do_request(info, maxattr::TPG_SET_DO, AttrSet::Tp) };
     errno_of((|| {
-        let dev = req.require_u32(uapi::UB_A_TP_DEV_INDEX)?;
-        let tpn = req.require_u32(uapi::UB_A_TP_TPN)?;
-        let state = req.get(uapi::UB_A_TP_STATE).map(Attr::u32);
-        let change =
-            tp_change(&TpAttrs::of(&req), state, &TPG_SET_MESSAGES).map_err(|r| req.refuse(&r))?;
+        let (dev, tpn) = named_request(&req)?;
+        let change = set_request(&req, &TPG_SET_MESSAGES)?;
         registry::tpg_set(dev, tpn, change).map_err(|r| req.refuse(&r))
     })())
 }
@@ -1651,8 +1662,7 @@ unsafe extern "C" fn ub_nl_tpg_del_doit(
     // SAFETY: Called by genetlink for the tpg-del doit.
     let req = unsafe { do_request(info, maxattr::TPG_DEL_DO, AttrSet::Tp) };
     errno_of((|| {
-        let dev = req.require_u32(uapi::UB_A_TP_DEV_INDEX)?;
-        let tpn = req.require_u32(uapi::UB_A_TP_TPN)?;
+        let (dev, tpn) = named_request(&req)?;
         registry::tpg_del(dev, tpn).map_err(|r| req.refuse(&r))
     })())
 }

@@ -441,6 +441,29 @@ obj_wait() {
 }
 tp_wait() { obj_wait tp "$@"; }
 tpg_wait() { obj_wait tpg "$@"; }
+# obj_gone tp|tpg TPN: up to 5 s for the channel (or group) to leave the
+# table.
+obj_gone() {
+	i=0
+	while "${1}_json" "$2" > /dev/null; do
+		i=$((i + 1))
+		[ $i -le 50 ] || { echo "# $1 $2 still listed: $("${1}_json" "$2")"; return 1; }
+		sleep 0.1
+	done
+}
+# del_reader KEY [ARGS...]: vm0 reads the stream KEY that vm1 tears down
+# mid-stream: the reader must end (not time out) with an error or the end,
+# after intact messages only, in order, each once.
+del_reader() {
+	key=$1
+	shift
+	timeout 40 "$UBTP" recv --dev 0 --from "$them" --key "$key" --count 100000 --sizes 4096 \
+		--seed "$key" --timeout-ms 60000 "$@" > /tmp/ub-tp.out 2>&1
+	rc=$?
+	sed 's/^/# /' /tmp/ub-tp.out | tail -3
+	[ $rc -ne 0 ] && [ $rc -ne 124 ] &&
+		! grep -Eq "corrupt [1-9]|out-of-order [1-9]|duplicates [1-9]" /tmp/ub-tp.out
+}
 t_tp_add() {
 	saved="$COUNT $SIZES"
 	COUNT=20
@@ -493,12 +516,7 @@ t_tp_add_listen() {
 }
 t_tp_del() {
 	if [ "$guest" = 0 ]; then
-		timeout 40 "$UBTP" recv --dev 0 --from "$them" --key 114 --count 100000 --sizes 4096 \
-			--seed 114 --timeout-ms 60000 > /tmp/ub-tp.out 2>&1
-		rc=$?
-		sed 's/^/# /' /tmp/ub-tp.out | tail -3
-		[ $rc -ne 0 ] && [ $rc -ne 124 ] &&
-			! grep -Eq "corrupt [1-9]|out-of-order [1-9]|duplicates [1-9]" /tmp/ub-tp.out
+		del_reader 114
 		return
 	fi
 	tpn=$("$UBCTL" tp add 0 remote "$them" key 114) || return 1
@@ -511,13 +529,7 @@ t_tp_del() {
 	wait "$snd"
 	rc=$?
 	sed 's/^/# /' /tmp/ub-tp.out | tail -3
-	i=0
-	while tp_json "$tpn" > /dev/null; do
-		i=$((i + 1))
-		[ $i -le 50 ] || { echo "# channel $tpn still listed: $(tp_json "$tpn")"; return 1; }
-		sleep 0.1
-	done
-	[ $del -eq 0 ] && [ $rc -ne 0 ] && grep -q ECONNABORTED /tmp/ub-tp.out
+	obj_gone tp "$tpn" && [ $del -eq 0 ] && [ $rc -ne 0 ] && grep -q ECONNABORTED /tmp/ub-tp.out
 }
 # A group made with ubctl is torn down mid-stream with ubctl tpg del (keys
 # 150..153): vm1's writer fails with ECONNABORTED, vm0's reader gets
@@ -526,12 +538,7 @@ t_tp_del() {
 # (tpg-change-ntf).
 t_tpg_del() {
 	if [ "$guest" = 0 ]; then
-		timeout 40 "$UBTP" recv --dev 0 --from "$them" --key 150 --members 4 --count 100000 \
-			--sizes 4096 --seed 150 --timeout-ms 60000 > /tmp/ub-tp.out 2>&1
-		rc=$?
-		sed 's/^/# /' /tmp/ub-tp.out | tail -3
-		[ $rc -ne 0 ] && [ $rc -ne 124 ] &&
-			! grep -Eq "corrupt [1-9]|out-of-order [1-9]|duplicates [1-9]" /tmp/ub-tp.out
+		del_reader 150 --members 4
 		return
 	fi
 	"$UBCTL" -j monitor > /tmp/ub-tpg-mon.out 2>&1 &
@@ -547,18 +554,13 @@ t_tpg_del() {
 	wait "$snd"
 	rc=$?
 	sed 's/^/# /' /tmp/ub-tp.out | tail -3
-	gone=1
-	i=0
-	while tpg_json "$g" > /dev/null; do
-		i=$((i + 1))
-		[ $i -le 50 ] || { echo "# group $g still listed: $(tpg_json "$g")"; gone=0; break; }
-		sleep 0.1
-	done
+	obj_gone tpg "$g"
+	gone=$?
 	kill $mon 2> /dev/null
 	wait $mon 2> /dev/null
 	grep '"object":"tpg"' /tmp/ub-tpg-mon.out | sed 's/^/# monitor: /' | head -n 10
 	ntf="\"object\":\"tpg\",\"dev-index\":0,\"tpn\":$g,"
-	[ $del -eq 0 ] && [ $rc -ne 0 ] && grep -q ECONNABORTED /tmp/ub-tp.out && [ $gone -eq 1 ] &&
+	[ $del -eq 0 ] && [ $rc -ne 0 ] && grep -q ECONNABORTED /tmp/ub-tp.out && [ $gone -eq 0 ] &&
 		grep "$ntf" /tmp/ub-tpg-mon.out | grep -q '"state":"rts"' &&
 		grep "$ntf" /tmp/ub-tpg-mon.out | grep -q '"state":"closed"'
 }

@@ -164,20 +164,12 @@ fn tp_new(d: u32, more: Vec<Attr>) -> Request {
 /// unknown channels. None may create a channel (the state comparison
 /// counts the channels to the batch's peers).
 fn tp_cases(d: u32) -> Vec<Case> {
-    use libc::{EINVAL, ENOENT, EOPNOTSUPP};
+    use libc::{EINVAL, EOPNOTSUPP};
     let peer = || Attr::nest(tp::PEER, Address::V4(SPARE_IPV4).attrs());
     let key = || Attr::u32(tp::KEY, SPARE_KEY);
     let on = |id| Attr::u8(id, 1);
     let per_packet = || Attr::u32(tp::LOAD_BALANCE, crate::spec::load_balance::PER_PACKET);
-    let chan = |c, more: Vec<Attr>| {
-        let mut attrs = vec![Attr::u32(tp::DEV_INDEX, d), Attr::u32(tp::TPN, NO_TPN)];
-        attrs.extend(more);
-        req(c, attrs)
-    };
-    let state = |s| Attr::u32(tp::STATE, s);
-    const RTS: u32 = 2;
-    const ERR: u32 = 4;
-    vec![
+    let mut v = vec![
         case(
             "tp-new without tp.dev-index",
             req(cmd::TP_NEW, vec![peer(), key()]),
@@ -302,41 +294,64 @@ fn tp_cases(d: u32) -> Vec<Case> {
             ),
             rule(EINVAL, "RTP needs", Some("tp.peer")),
         ),
+    ];
+    v.extend(set_del_cases(
+        d,
+        "tp",
+        [cmd::TP_SET, cmd::TP_DEL],
+        "no TP Channel with this TPN",
+    ));
+    v
+}
+
+/// The `OP-set` and `OP-del` cases (`tp` or `tpg`, commands `set_del`) of
+/// the channel or group [`NO_TPN`] names (`no_such`: the refusal of
+/// `OP-del`'s): a missing TPN or device, values outside the policy, a
+/// state that cannot be set, an attribute fixed at setup, nothing to set.
+fn set_del_cases(d: u32, op: &str, [set, del]: [u8; 2], no_such: &'static str) -> Vec<Case> {
+    use libc::{EINVAL, ENOENT, EOPNOTSUPP};
+    let named = |c, more: Vec<Attr>| {
+        let mut attrs = vec![Attr::u32(tp::DEV_INDEX, d), Attr::u32(tp::TPN, NO_TPN)];
+        attrs.extend(more);
+        req(c, attrs)
+    };
+    let state = |s| Attr::u32(tp::STATE, s);
+    const RTS: u32 = 2;
+    const ERR: u32 = 4;
+    let on_no_dev = |c, more: Vec<Attr>| {
+        let mut attrs = vec![Attr::u32(tp::DEV_INDEX, NO_DEV), Attr::u32(tp::TPN, 1)];
+        attrs.extend(more);
+        req(c, attrs)
+    };
+    vec![
         case(
-            "tp-set without tp.tpn",
-            req(cmd::TP_SET, vec![Attr::u32(tp::DEV_INDEX, d), state(RTS)]),
+            &format!("{op}-set without tp.tpn"),
+            req(set, vec![Attr::u32(tp::DEV_INDEX, d), state(RTS)]),
             missing("tp.tpn"),
         ),
         case(
-            "tp-set unknown device",
-            req(
-                cmd::TP_SET,
-                vec![
-                    Attr::u32(tp::DEV_INDEX, NO_DEV),
-                    Attr::u32(tp::TPN, 1),
-                    state(RTS),
-                ],
-            ),
+            &format!("{op}-set unknown device"),
+            on_no_dev(set, vec![state(RTS)]),
             bad("tp.dev-index"),
         ),
         case(
-            "tp-set unknown TPN",
-            chan(cmd::TP_SET, vec![state(RTS)]),
+            &format!("{op}-set unknown TPN"),
+            named(set, vec![state(RTS)]),
             bad("tp.tpn"),
         ),
         case(
-            "tp-set state 6 (past enum tp-state)",
-            chan(cmd::TP_SET, vec![Attr::u32(tp::STATE, 6)]),
+            &format!("{op}-set state 6 (past enum tp-state)"),
+            named(set, vec![Attr::u32(tp::STATE, 6)]),
             bad("tp.state"),
         ),
         case(
-            "tp-set state err",
-            chan(cmd::TP_SET, vec![state(ERR)]),
+            &format!("{op}-set state err"),
+            named(set, vec![state(ERR)]),
             rule(EINVAL, "suspended or rts only", Some("tp.state")),
         ),
         case(
-            "tp-set mtu (fixed at setup)",
-            chan(cmd::TP_SET, vec![state(RTS), Attr::u32(tp::MTU, 1024)]),
+            &format!("{op}-set mtu (fixed at setup)"),
+            named(set, vec![state(RTS), Attr::u32(tp::MTU, 1024)]),
             rule(
                 EOPNOTSUPP,
                 "fixed when the channel is set up",
@@ -344,27 +359,24 @@ fn tp_cases(d: u32) -> Vec<Case> {
             ),
         ),
         case(
-            "tp-set without a setting",
-            chan(cmd::TP_SET, vec![]),
+            &format!("{op}-set without a setting"),
+            named(set, vec![]),
             rule(EINVAL, "without any setting", None),
         ),
         case(
-            "tp-del without tp.tpn",
-            req(cmd::TP_DEL, vec![Attr::u32(tp::DEV_INDEX, d)]),
+            &format!("{op}-del without tp.tpn"),
+            req(del, vec![Attr::u32(tp::DEV_INDEX, d)]),
             missing("tp.tpn"),
         ),
         case(
-            "tp-del unknown device",
-            req(
-                cmd::TP_DEL,
-                vec![Attr::u32(tp::DEV_INDEX, NO_DEV), Attr::u32(tp::TPN, 1)],
-            ),
+            &format!("{op}-del unknown device"),
+            on_no_dev(del, vec![]),
             bad("tp.dev-index"),
         ),
         case(
-            "tp-del unknown TPN",
-            chan(cmd::TP_DEL, vec![]),
-            rule(ENOENT, "no TP Channel with this TPN", Some("tp.tpn")),
+            &format!("{op}-del unknown TPN"),
+            named(del, vec![]),
+            rule(ENOENT, no_such, Some("tp.tpn")),
         ),
     ]
 }
@@ -383,19 +395,11 @@ fn tpg_new(d: u32, members: u32, more: Vec<Attr>) -> Request {
 /// `tp-new` has (each member is such a channel), and unknown groups. None
 /// may create a channel.
 fn tpg_cases(d: u32) -> Vec<Case> {
-    use libc::{EINVAL, ENOENT, EOPNOTSUPP};
+    use libc::{EINVAL, EOPNOTSUPP};
     let peer = || Attr::nest(tp::PEER, Address::V4(SPARE_IPV4).attrs());
     let key = || Attr::u32(tp::KEY, SPARE_KEY);
     let four = || Attr::u32(tp::MEMBERS, 4);
-    let group = |c, more: Vec<Attr>| {
-        let mut attrs = vec![Attr::u32(tp::DEV_INDEX, d), Attr::u32(tp::TPN, NO_TPN)];
-        attrs.extend(more);
-        req(c, attrs)
-    };
-    let state = |s| Attr::u32(tp::STATE, s);
-    const RTS: u32 = 2;
-    const ERR: u32 = 4;
-    vec![
+    let mut v = vec![
         case(
             "tpg-new without tp.members",
             req(
@@ -508,62 +512,20 @@ fn tpg_cases(d: u32) -> Vec<Case> {
         ),
         case(
             "tpg-get unknown group",
-            group(cmd::TPG_GET, vec![]),
-            bad("tp.tpn"),
-        ),
-        case(
-            "tpg-set without tp.tpn",
-            req(cmd::TPG_SET, vec![Attr::u32(tp::DEV_INDEX, d), state(RTS)]),
-            missing("tp.tpn"),
-        ),
-        case(
-            "tpg-set unknown group",
-            group(cmd::TPG_SET, vec![state(RTS)]),
-            bad("tp.tpn"),
-        ),
-        case(
-            "tpg-set state 6 (past enum tp-state)",
-            group(cmd::TPG_SET, vec![Attr::u32(tp::STATE, 6)]),
-            bad("tp.state"),
-        ),
-        case(
-            "tpg-set state err",
-            group(cmd::TPG_SET, vec![state(ERR)]),
-            rule(EINVAL, "suspended or rts only", Some("tp.state")),
-        ),
-        case(
-            "tpg-set retry-limit (fixed at setup)",
-            group(cmd::TPG_SET, vec![state(RTS), Attr::u8(tp::RETRY_LIMIT, 3)]),
-            rule(
-                EOPNOTSUPP,
-                "tpg-set changes only the state",
-                Some("tp.retry-limit"),
-            ),
-        ),
-        case(
-            "tpg-set without a setting",
-            group(cmd::TPG_SET, vec![]),
-            rule(EINVAL, "tpg-set without any setting", None),
-        ),
-        case(
-            "tpg-del without tp.tpn",
-            req(cmd::TPG_DEL, vec![Attr::u32(tp::DEV_INDEX, d)]),
-            missing("tp.tpn"),
-        ),
-        case(
-            "tpg-del unknown device",
             req(
-                cmd::TPG_DEL,
-                vec![Attr::u32(tp::DEV_INDEX, NO_DEV), Attr::u32(tp::TPN, 1)],
+                cmd::TPG_GET,
+                vec![Attr::u32(tp::DEV_INDEX, d), Attr::u32(tp::TPN, NO_TPN)],
             ),
-            bad("tp.dev-index"),
+            bad("tp.tpn"),
         ),
-        case(
-            "tpg-del unknown group",
-            group(cmd::TPG_DEL, vec![]),
-            rule(ENOENT, "no TP Channel Group", Some("tp.tpn")),
-        ),
-    ]
+    ];
+    v.extend(set_del_cases(
+        d,
+        "tpg",
+        [cmd::TPG_SET, cmd::TPG_DEL],
+        "no TP Channel Group",
+    ));
+    v
 }
 
 /// An address no test setup uses, for add/del attempts.
