@@ -15,7 +15,10 @@
 //! channel table holds one [`TpChannel`] per channel, to which the endpoint's
 //! deliveries and events are handed, and from which it reads the bytes of
 //! the messages it sends. CTP files (`ctp.rs`) send datagrams out of the
-//! datagram store and receive the CTP datagrams of their remote.
+//! datagram store and receive the CTP datagrams of their remote. TP
+//! Channel Groups (a group file's, `group.rs`, and those netlink's
+//! `tpg-new` holds unclaimed) are recorded by the endpoint's group number
+//! ([`TpgRecord`]) for `tpg-get` and their notifications.
 //!
 //! Locking: [`Net::state`] (a mutex, process context only) guards the
 //! endpoint. Lock order: registry → endpoint → port → channel. A port's work
