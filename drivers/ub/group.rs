@@ -256,7 +256,12 @@ impl TpGroup {
                             return Ok(());
                         }
                         Err((e, Some(back))) if e == EAGAIN => m = back,
-                        Err((e, _)) => return Err(e),
+                        // The endpoint's group may be gone because a
+                        // member failed and was freed between the check
+                        // above and the endpoint's lock (tpg-del, then the
+                        // peer's DREP, while this writer waited for the
+                        // lock): the member's errno says why, not EPIPE.
+                        Err((e, _)) => return Err(self.write_error().err().unwrap_or(e)),
                     }
                 }
             }
