@@ -36,6 +36,7 @@ use kernel::{
 };
 
 use crate::channel::TpChannel;
+use crate::host::{ChannelConfig, LoadBalance};
 use crate::transport::cm::ChannelState;
 use crate::ub_net::Net;
 
@@ -181,23 +182,9 @@ impl TpGroup {
         )
     }
 
-    /// The state the group is in: RTS once every member is, ERR once one
-    /// failed, the least advanced member's state otherwise.
+    /// The state the group is in ([`group_state`] of its members').
     pub(crate) fn state(&self) -> ChannelState {
-        let mut state = ChannelState::Rts;
-        for c in self.members.iter() {
-            let s = c.inner.lock().state;
-            state = match (state, s) {
-                (ChannelState::Err, _) | (_, ChannelState::Err) => ChannelState::Err,
-                (_, ChannelState::Reset) | (ChannelState::Reset, _) => ChannelState::Reset,
-                (_, ChannelState::Rtr) | (ChannelState::Rtr, _) => ChannelState::Rtr,
-                (_, ChannelState::Suspended) | (ChannelState::Suspended, _) => {
-                    ChannelState::Suspended
-                }
-                _ => ChannelState::Rts,
-            };
-        }
-        state
+        group_state(self.members.iter().map(|c| c.inner.lock().state))
     }
 
     /// Why a write fails at once: a member's error (its messages can no
@@ -269,7 +256,12 @@ impl TpGroup {
                             return Ok(());
                         }
                         Err((e, Some(back))) if e == EAGAIN => m = back,
-                        Err((e, _)) => return Err(e),
+                        // The endpoint's group may be gone because a
+                        // member failed and was freed between the check
+                        // above and the endpoint's lock (tpg-del, then the
+                        // peer's DREP, while this writer waited for the
+                        // lock): the member's errno says why, not EPIPE.
+                        Err((e, _)) => return Err(self.write_error().err().unwrap_or(e)),
                     }
                 }
             }
@@ -378,29 +370,67 @@ impl TpGroup {
     }
 }
 
-/// Opens the `n` channels `key`, `key + 1`, ... to `remote` (or binds the
-/// ones the peer opened already), member `i` on its own source ports (or
-/// LBFs), so that the fabric tells the members apart. A failure tears down
-/// the members opened so far.
-pub(crate) fn connect_members(
-    net: &Arc<Net>,
-    remote: crate::host::Addr,
-    key: u32,
-    n: u32,
-    cfg: crate::host::ChannelConfig,
-) -> Result<KVec<Arc<TpChannel>>> {
-    let mut members = KVec::with_capacity(usize::try_from(n)?, GFP_KERNEL)?;
+/// The state of a group whose members are in `states`: RTS once every
+/// member is, ERR once one failed, the least advanced member's state
+/// otherwise (a file's `UB_TP_IOC_INFO` and netlink's `tpg-get` say the
+/// same).
+pub(crate) fn group_state(states: impl Iterator<Item = ChannelState>) -> ChannelState {
+    let mut state = ChannelState::Rts;
+    for s in states {
+        state = match (state, s) {
+            (ChannelState::Err, _) | (_, ChannelState::Err) => ChannelState::Err,
+            (_, ChannelState::Reset) | (ChannelState::Reset, _) => ChannelState::Reset,
+            (_, ChannelState::Rtr) | (ChannelState::Rtr, _) => ChannelState::Rtr,
+            (_, ChannelState::Suspended) | (ChannelState::Suspended, _) => ChannelState::Suspended,
+            _ => ChannelState::Rts,
+        };
+    }
+    state
+}
+
+/// The configuration of member `i` of a group of `n` opened with `cfg`
+/// (by a connecting group bind, or by netlink's `tpg-new`): its own
+/// source ports (or LBFs), so that the fabric tells the members apart, and
+/// its share of one channel's send window.
+pub(crate) fn member_config(cfg: ChannelConfig, i: u32, n: u32) -> ChannelConfig {
+    let mut c = cfg;
     // The members share one channel's send window (at least 32 packets
     // each): a group puts no more in flight than a single channel, which
     // the switches' queues hold (the emulated switches tail-drop above
     // 4 MiB per egress port; four full windows of 1 MiB each plus their
     // Go-Back-N rounds overflowed them on a slow guest).
-    let window = (cfg.send_window / n.max(1)).max(32).min(cfg.send_window);
+    c.send_window = (cfg.send_window / n.max(1)).max(32).min(cfg.send_window);
+    // 16 ports apart, the 16 a sprayed member of a bind uses (`cdev.rs`),
+    // or its whole range if `tpg-new` gave it a larger one.
+    let stride_log2 = match cfg.lb {
+        LoadBalance::PerPacket { range_log2 } => u32::from(range_log2).max(4),
+        LoadBalance::PerFlow => 4,
+    };
+    let offset = u16::try_from(i)
+        .ok()
+        .and_then(|i| i.checked_shl(stride_log2))
+        .unwrap_or(0);
+    c.lb_key = cfg.lb_key.wrapping_add(offset);
+    c
+}
+
+/// Opens the `n` channels `key`, `key + 1`, ... to `remote` (or binds the
+/// ones the peer opened already), member `i` with [`member_config`]; or
+/// claims the group `tpg-new` made for the same peer, key and `n`. A
+/// failure tears down the members opened so far.
+pub(crate) fn connect_members(
+    net: &Arc<Net>,
+    remote: crate::host::Addr,
+    key: u32,
+    n: u32,
+    cfg: ChannelConfig,
+) -> Result<KVec<Arc<TpChannel>>> {
+    if let Some(members) = net.claim_group(Some(remote), key, n)? {
+        return Ok(members);
+    }
+    let mut members = KVec::with_capacity(usize::try_from(n)?, GFP_KERNEL)?;
     for i in 0..n {
-        let mut c = cfg;
-        c.send_window = window;
-        // 16 ports apart: a sprayed member uses 16 (`cdev.rs`).
-        c.lb_key = cfg.lb_key.wrapping_add(u16::try_from(i).unwrap_or(0) << 4);
+        let c = member_config(cfg, i, n);
         match net.channel_connect(remote, key.wrapping_add(i), c) {
             Ok(ch) => {
                 if members.push_within_capacity(ch.clone()).is_err() {

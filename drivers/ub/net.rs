@@ -15,7 +15,10 @@
 //! channel table holds one [`TpChannel`] per channel, to which the endpoint's
 //! deliveries and events are handed, and from which it reads the bytes of
 //! the messages it sends. CTP files (`ctp.rs`) send datagrams out of the
-//! datagram store and receive the CTP datagrams of their remote.
+//! datagram store and receive the CTP datagrams of their remote. TP
+//! Channel Groups (a group file's, `group.rs`, and those netlink's
+//! `tpg-new` holds unclaimed) are recorded by the endpoint's group number
+//! ([`TpgRecord`]) for `tpg-get` and their notifications.
 //!
 //! Locking: [`Net::state`] (a mutex, process context only) guards the
 //! endpoint. Lock order: registry → endpoint → port → channel. A port's work
@@ -59,7 +62,7 @@ use crate::proto::net::npi::{Npi, NpiMode};
 use crate::proto::net::route::RouteEntry;
 use crate::snapshot::{
     DevSnapshot, EchoReply, EchoRequest, Field, Refusal, ReplyTo, RouteSnapshot, TpEvent,
-    TpSnapshot,
+    TpSnapshot, TpgEvent, TpgMember, TpgSnapshot,
 };
 use crate::transport::cm::{ChannelState, CmTiming};
 use crate::transport::tpg::TpgPolicy;
@@ -91,6 +94,12 @@ const FAIL_BATCH: usize = 8;
 /// Channel notifications queued between two rounds of [`Net::run`]; more
 /// are dropped (a monitor may miss events, as with rtnetlink).
 const TP_EVENTS: usize = 16;
+/// TP Channel Groups of a device (the endpoint's group table): a group
+/// file (`group.rs`) or `tpg-new` takes up to 8 channels of the 64.
+const MAX_GROUPS: usize = 16;
+/// Group notifications queued between two rounds of [`Net::run`], as
+/// [`TP_EVENTS`].
+const TPG_EVENTS: usize = 8;
 
 /// The channel configuration the driver uses unless the binder says
 /// otherwise: the endpoint's default RTP channel with an RTO that suits a
@@ -403,6 +412,42 @@ struct NetState {
     /// [`Net::run`] after releasing it (as ports send theirs outside their
     /// lock).
     tp_events: [Option<TpEvent>; TP_EVENTS],
+    /// The device's TP Channel Groups, by the endpoint's group number:
+    /// those of group files and those `tpg-new` made, from the group's
+    /// creation until the endpoint dissolves it (a member closed).
+    tpgs: [Option<TpgRecord>; MAX_GROUPS],
+    /// A member's state may have changed since the groups' states were
+    /// last announced ([`NetState::note_groups`]).
+    groups_changed: bool,
+    /// Group state changes and ends to announce, as `tp_events`.
+    tpg_events: [Option<TpgEvent>; TPG_EVENTS],
+}
+
+/// One TP Channel Group of the device's table ([`NetState::tpgs`]).
+///
+/// The group is named by its first member's TPN: while the record exists
+/// every member is in the endpoint's table (the endpoint dissolves the
+/// group, and the record goes, when one is freed), so no other channel has
+/// that TPN.
+#[derive(Clone, Copy)]
+struct TpgRecord {
+    /// The members' TPNs in key order; the first `n` are in use.
+    tpns: [u32; crate::group::MAX_MEMBERS as usize],
+    n: usize,
+    /// The state and error last announced (`tpg-change-ntf`).
+    announced: Option<(ChannelState, u32)>,
+}
+
+impl TpgRecord {
+    /// The members' TPNs.
+    fn tpns(&self) -> &[u32] {
+        self.tpns.get(..self.n).unwrap_or(&self.tpns)
+    }
+
+    /// The group's name: its first member's TPN.
+    fn first(&self) -> u32 {
+        self.tpns().first().copied().unwrap_or(0)
+    }
 }
 
 /// The network layer of one controller (see the module documentation).
@@ -448,8 +493,7 @@ fn endpoint_config(ports: u32) -> Result<EndpointConfig> {
         max_packet: u32::try_from(max_packet)?,
         max_channels: MAX_CHANNELS,
         max_routes: 16,
-        // A group file (`group.rs`) takes up to 8 channels of the 64.
-        max_groups: 16,
+        max_groups: MAX_GROUPS as u16,
         datagram_queue: DGRAM_SLOTS as u16,
         // Channel setup and teardown messages queue behind data in the
         // switches: after a retransmission storm of a closed channel, a
@@ -521,6 +565,9 @@ impl Net {
             tx_buf: KBox::new([0; MAX_PACKET], GFP_KERNEL)?,
             timer: None,
             tp_events: [None; TP_EVENTS],
+            tpgs: [None; MAX_GROUPS],
+            groups_changed: false,
+            tpg_events: [None; TPG_EVENTS],
         };
         Arc::pin_init(
             pin_init!(Self {
@@ -624,7 +671,7 @@ impl Net {
         let mut notify: [Option<(ReplyTo, EchoReply)>; ECHO_BATCH] = [None; ECHO_BATCH];
         let mut incoming = false;
         let mut more = false;
-        let tp_events;
+        let (tp_events, tpg_events);
         {
             let mut guard = self.state.lock();
             let st = &mut *guard;
@@ -686,12 +733,16 @@ impl Net {
                 st.arm_timer(self, now);
             }
             tp_events = core::mem::replace(&mut st.tp_events, [None; TP_EVENTS]);
+            tpg_events = core::mem::replace(&mut st.tpg_events, [None; TPG_EVENTS]);
         }
         for (to, reply) in notify.iter().flatten() {
             crate::netlink::echo_reply(to, reply);
         }
         for e in tp_events.iter().flatten() {
             crate::netlink::notify_tp(self.index, e);
+        }
+        for e in tpg_events.iter().flatten() {
+            crate::netlink::notify_tpg(self.index, e);
         }
         more
     }
@@ -1123,6 +1174,8 @@ impl Net {
     /// peer (`from`, or the first that opens `key`) has opened the `n`
     /// channels `key`, `key + 1`, ... to us, and claims them all at once (a
     /// listen that gives up claims none: they wait for the next binder).
+    /// A group `tpg-new` made with the same key and `n` (to `from`, if
+    /// given) is claimed the same way.
     pub(crate) fn channel_listen_group(
         self: &Arc<Self>,
         from: Option<Addr>,
@@ -1137,6 +1190,9 @@ impl Net {
         loop {
             if self.stopping.load(Relaxed) {
                 return Err(ENODEV);
+            }
+            if let Some(members) = st.claim_group(from, key, n)? {
+                return Ok(members);
             }
             let peer = from.or_else(|| st.claimable(|i| i.answers(key, None)));
             if let Some(peer) = peer {
@@ -1181,16 +1237,40 @@ impl Net {
         Ok(())
     }
 
+    /// Claims the group `tpg-new` made to `from` (or to anyone) with key
+    /// `key` and `n` members, if there is one unclaimed (a connecting
+    /// group bind, `group::connect_members`).
+    pub(crate) fn claim_group(
+        &self,
+        from: Option<Addr>,
+        key: u32,
+        n: u32,
+    ) -> Result<Option<KVec<Arc<TpChannel>>>> {
+        if self.stopping.load(Relaxed) {
+            return Err(ENODEV);
+        }
+        self.state.lock().claim_group(from, key, n)
+    }
+
     /// Forms the endpoint's group over `members` (`group.rs`): the
-    /// least-loaded member takes each message. `EPIPE` if a member is gone.
+    /// least-loaded member takes each message. A group `tpg-new` made
+    /// (claimed whole by the bind) is the endpoint's already: its number.
+    /// `EPIPE` if a member is gone.
     pub(crate) fn group_create(&self, members: &[Arc<TpChannel>]) -> Result<u16> {
         let mut tpns = [0u32; crate::group::MAX_MEMBERS as usize];
         for (t, c) in tpns.iter_mut().zip(members) {
             *t = c.endpoint_tpn().ok_or(EPIPE)?;
         }
         let tpns = tpns.get(..members.len()).ok_or(EINVAL)?;
-        self.state
-            .lock()
+        let mut st = self.state.lock();
+        if let Some(gid) = st
+            .tpgs
+            .iter()
+            .position(|r| r.is_some_and(|r| r.tpns() == tpns))
+        {
+            return u16::try_from(gid).map_err(|_| EINVAL);
+        }
+        let gid = st
             .ep
             .create_group(tpns, TpgPolicy::LeastLoaded)
             .map_err(|e| match e {
@@ -1198,7 +1278,9 @@ impl Net {
                 GroupError::NoChannel => EPIPE,
                 GroupError::AlreadyMember => EBUSY,
                 GroupError::TableFull => ENOSPC,
-            })
+            })?;
+        st.record_group(gid, tpns);
+        Ok(gid)
     }
 
     /// Sends `m` on one member of group `gid`, whose channels are
@@ -1411,6 +1493,9 @@ impl NetState {
     /// [`claim`](Self::claim) would take), if there is one.
     fn claimable(&self, pick: impl Fn(&crate::channel::TpInner) -> bool) -> Option<Addr> {
         let live = self.chans.iter().find_map(|c| {
+            if self.grouped(c.tpn) {
+                return None;
+            }
             let g = c.inner.lock();
             (!g.claimed && !g.closed && pick(&g)).then_some(g.remote)
         });
@@ -1422,9 +1507,13 @@ impl NetState {
         })
     }
 
-    /// Takes an unclaimed channel the peer opened that `pick` accepts.
+    /// Takes an unclaimed channel the peer opened that `pick` accepts (a
+    /// member of a group goes only with its group).
     fn claim(&mut self, pick: impl Fn(&crate::channel::TpInner) -> bool) -> Option<Arc<TpChannel>> {
         for c in self.chans.iter() {
+            if self.grouped(c.tpn) {
+                continue;
+            }
             let mut g = c.inner.lock();
             if !g.claimed && !g.closed && pick(&g) {
                 g.claimed = true;
@@ -1555,15 +1644,19 @@ impl NetState {
                         }
                         c.set_state(state);
                         queue_tp_event(&mut self.tp_events, c);
+                        self.groups_changed = true;
                     }
                 }
                 Event::ChannelError { tpn, cause } => {
                     if let Some(c) = find_chan(&self.chans, tpn) {
                         c.fail(cause_errno(cause));
                         queue_tp_event(&mut self.tp_events, c);
+                        self.groups_changed = true;
                     }
                 }
                 Event::Closed { tpn } => {
+                    // The endpoint dissolved the member's group with it.
+                    self.end_groups_of(tpn);
                     if let Some(i) = self.chans.iter().position(|c| c.tpn == tpn) {
                         if let Ok(c) = self.chans.remove(i) {
                             c.set_closed();
@@ -1603,6 +1696,9 @@ impl NetState {
                     }
                 }
             }
+        }
+        if self.groups_changed {
+            self.note_groups();
         }
         incoming
     }
@@ -1753,6 +1849,26 @@ pub(crate) fn open_refusal(e: OpenError) -> Refusal {
     }
 }
 
+/// What `tp-new` refuses of a channel to `remote` with `cfg` before the
+/// device is asked anything (`tpg-new` asks it of every member): the
+/// driver's send window limit, then the spec's rules, whatever addresses
+/// the device has, so that a forbidden configuration is named as such.
+fn check_tp_new(remote: Addr, cfg: &ChannelConfig) -> Result<(), Refusal> {
+    if cfg.send_window > TP_NEW_MAX_SEND_WINDOW {
+        return Err(refuse(
+            EINVAL,
+            c"send window above the driver's limit of 65536 packets",
+            Some(Field::SendWindow),
+        ));
+    }
+    if matches!(remote, Addr::Cna16(_)) {
+        return Err(open_refusal(OpenError::Config(ConfigError::RtpFormat)));
+    }
+    let max_packet = u32::try_from(endpoint_max_packet()).unwrap_or(u32::MAX);
+    cfg.validate(remote.net_header_len(), max_packet)
+        .map_err(|e| open_refusal(OpenError::Config(e)))
+}
+
 /// Channels created and changed over netlink (`tp-new`, `tp-set`,
 /// `tp-del`; `Documentation/ub/tp.rst`, "Channels made with ubctl").
 impl Net {
@@ -1769,23 +1885,8 @@ impl Net {
         if self.stopping.load(Relaxed) {
             return Err(Refusal::no_device());
         }
-        if cfg.send_window > TP_NEW_MAX_SEND_WINDOW {
-            return Err(refuse(
-                EINVAL,
-                c"send window above the driver's limit of 65536 packets",
-                Some(Field::SendWindow),
-            ));
-        }
-        // The spec's rules first, whatever addresses the device has, so
-        // that a forbidden configuration is named as such.
-        if matches!(remote, Addr::Cna16(_)) {
-            return Err(open_refusal(OpenError::Config(ConfigError::RtpFormat)));
-        }
-        let max_packet = u32::try_from(endpoint_max_packet()).unwrap_or(u32::MAX);
-        cfg.validate(remote.net_header_len(), max_packet)
-            .map_err(|e| open_refusal(OpenError::Config(e)))?;
-        let tpn = {
-            let mut st = self.state.lock();
+        check_tp_new(remote, &cfg)?;
+        self.change_state(|st| {
             if st.unclaimed() >= MAX_UNCLAIMED {
                 return Err(refuse(
                     ENOSPC,
@@ -1793,30 +1894,27 @@ impl Net {
                     None,
                 ));
             }
-            let tpn = st
-                .ep
-                .connect(now_ns(), remote, key, cfg)
-                .map_err(open_refusal)?;
-            let c = match TpChannel::new(tpn, remote, key, false) {
-                Ok(c) => c,
-                Err(_) => {
-                    let _ = st.ep.close(now_ns(), tpn);
-                    return Err(refuse(ENOMEM, c"no memory for the channel", None));
-                }
-            };
-            if st.chans.push(c.clone(), GFP_KERNEL).is_err() {
-                let _ = st.ep.close(now_ns(), tpn);
-                return Err(refuse(ENOMEM, c"no memory for the channel", None));
-            }
-            if let Some(s) = st.ep.state(tpn) {
-                c.set_state(s);
-            }
-            queue_tp_event(&mut st.tp_events, &c);
+            Ok(st.open_unclaimed(remote, key, cfg)?.tpn)
+        })
+    }
+
+    /// Runs `change` (a netlink request's) under the endpoint's lock, then
+    /// sends what the endpoint can and queues its work (which announces
+    /// what changed), as every change of a channel does. A refused request
+    /// changed nothing, or closed only what it had just opened: the flush
+    /// sends those closes at once.
+    fn change_state<T>(
+        self: &Arc<Self>,
+        change: impl FnOnce(&mut NetState) -> Result<T, Refusal>,
+    ) -> Result<T, Refusal> {
+        let done = {
+            let mut st = self.state.lock();
+            let done = change(&mut st);
             let _ = st.flush(now_ns());
-            tpn
+            done
         };
         self.kick();
-        Ok(tpn)
+        done
     }
 
     /// The live channel `tpn` (in the endpoint's table).
@@ -1834,38 +1932,17 @@ impl Net {
         tpn: u32,
         change: TpChange,
     ) -> Result<(), Refusal> {
-        {
-            let mut st = self.state.lock();
-            let c = Self::live_channel(&st, tpn)?;
-            match st.ep.state(tpn) {
-                Some(ChannelState::Rts | ChannelState::Suspended) => {}
-                _ => {
-                    return Err(refuse(
-                        EBUSY,
-                        c"the channel is not established (only RTS and SUSPENDED change)",
-                        Some(Field::State),
-                    ))
-                }
+        self.change_state(|st| {
+            let c = Self::live_channel(st, tpn)?;
+            if !st.changeable(tpn) {
+                return Err(refuse(
+                    EBUSY,
+                    c"the channel is not established (only RTS and SUSPENDED change)",
+                    Some(Field::State),
+                ));
             }
-            let r = match change {
-                TpChange::Suspend => st.ep.suspend(tpn),
-                TpChange::Resume => st.ep.resume(tpn),
-            };
-            if r.is_err() {
-                return Err(Refusal::no_channel());
-            }
-            // The endpoint reports no event for these: the channel and the
-            // monitor group learn the state here.
-            if let Some(s) = st.ep.state(tpn) {
-                if s != c.inner.lock().state {
-                    c.set_state(s);
-                    queue_tp_event(&mut st.tp_events, &c);
-                }
-            }
-            let _ = st.flush(now_ns());
-        }
-        self.kick();
-        Ok(())
+            st.change_channel(&c, change)
+        })
     }
 
     /// Tears channel `tpn` down (DREQ to the peer), whoever holds it. Its
@@ -1873,18 +1950,423 @@ impl Net {
     /// (`include/uapi/linux/ub.h`); an unclaimed channel goes with what it
     /// held.
     pub(crate) fn channel_delete(self: &Arc<Self>, tpn: u32) -> Result<(), Refusal> {
-        {
-            let mut st = self.state.lock();
-            let c = Self::live_channel(&st, tpn)?;
-            // Before the close, so that the state changes it causes find the
-            // error set, and a closed unclaimed channel does not linger.
-            c.fail(ECONNABORTED);
-            c.inner.lock().final_stats = (st.ep.peer_tpn(tpn), st.ep.counters(tpn));
-            let _ = st.ep.close(now_ns(), tpn);
-            queue_tp_event(&mut st.tp_events, &c);
-            let _ = st.flush(now_ns());
+        self.change_state(|st| {
+            let c = Self::live_channel(st, tpn)?;
+            st.abort_channel(&c);
+            Ok(())
+        })
+    }
+}
+
+/// TP Channel Groups created, changed and observed over netlink
+/// (`tpg-new`, `tpg-set`, `tpg-del`, `tpg-get`; `Documentation/ub/tp.rst`,
+/// "Groups made with ubctl"). A group is named by the TPN of its first
+/// member ([`TpgRecord`]).
+impl Net {
+    /// Opens the `n` channels `key`, `key + 1`, ... to `remote` as a group
+    /// bind opens them (member `i` with `group::member_config`), held by
+    /// the device and unclaimed, and forms the endpoint's group over them:
+    /// a group bind of the same peer, key and `n` claims them all
+    /// ([`NetState::claim_group`]). Every member counts against
+    /// [`MAX_UNCLAIMED`]. Everything is checked before the first member is
+    /// opened. Returns the group as `tpg-get` shows it.
+    pub(crate) fn group_open_unclaimed(
+        self: &Arc<Self>,
+        remote: Addr,
+        key: u32,
+        n: u32,
+        cfg: ChannelConfig,
+    ) -> Result<TpgSnapshot, Refusal> {
+        if self.stopping.load(Relaxed) {
+            return Err(Refusal::no_device());
         }
-        self.kick();
+        if !(2..=crate::group::MAX_MEMBERS).contains(&n) {
+            return Err(refuse(
+                EINVAL,
+                c"a TP Channel Group has 2 to 8 members",
+                Some(Field::Members),
+            ));
+        }
+        // The members' configurations differ only in their source ports
+        // and their share of `cfg`'s send window, which is the group's.
+        check_tp_new(remote, &cfg)?;
+        let no_memory = || refuse(ENOMEM, c"no memory for the group", None);
+        let members = usize::try_from(n).map_err(|_| no_memory())?;
+        self.change_state(|st| {
+            if st.unclaimed().saturating_add(members) > MAX_UNCLAIMED {
+                return Err(refuse(
+                    ENOSPC,
+                    c"the device holds at most 16 unclaimed channels: no room for the group's members",
+                    Some(Field::Members),
+                ));
+            }
+            if st.chans.len().saturating_add(members) > MAX_CHANNELS as usize {
+                return Err(refuse(
+                    ENOSPC,
+                    c"the device's channel table has no room for the group's members",
+                    Some(Field::Members),
+                ));
+            }
+            if st.tpgs.iter().all(Option::is_some) {
+                return Err(refuse(
+                    ENOSPC,
+                    c"the device has 16 TP Channel Groups already",
+                    None,
+                ));
+            }
+            // A channel is named by its peer and key: the group's keys
+            // must all be free towards this peer.
+            let taken = st.chans.iter().any(|c| {
+                let g = c.inner.lock();
+                !g.closed && g.remote == remote && g.key.wrapping_sub(key) < n
+            });
+            if taken {
+                return Err(refuse(
+                    EEXIST,
+                    c"a channel to this peer with one of the group's keys (key to key + members - 1) exists already",
+                    Some(Field::Key),
+                ));
+            }
+            let mut opened = KVec::with_capacity(members, GFP_KERNEL).map_err(|_| no_memory())?;
+            let mut tpns = [0u32; crate::group::MAX_MEMBERS as usize];
+            for (i, t) in (0..n).zip(tpns.iter_mut()) {
+                let c = crate::group::member_config(cfg, i, n);
+                match st.open_unclaimed(remote, key.wrapping_add(i), c) {
+                    Ok(c) => {
+                        *t = c.tpn;
+                        // Within the capacity asked for.
+                        let _ = opened.push_within_capacity(c);
+                    }
+                    Err(r) => {
+                        st.close_unclaimed(&opened);
+                        return Err(r);
+                    }
+                }
+            }
+            let tpns = tpns.get(..members).unwrap_or(&[]);
+            let Ok(gid) = st.ep.create_group(tpns, TpgPolicy::LeastLoaded) else {
+                st.close_unclaimed(&opened);
+                return Err(refuse(ENOSPC, c"the device's group table is full", None));
+            };
+            st.record_group(gid, tpns);
+            st.tpg_snapshot(self.index, usize::from(gid))
+                .ok_or(refuse(ENOMEM, c"the group went as it was made", None))
+        })
+    }
+
+    /// Suspends or resumes every member of group `tpn`: each must be in RTS
+    /// or SUSPENDED, or none changes.
+    pub(crate) fn group_change(
+        self: &Arc<Self>,
+        tpn: u32,
+        change: TpChange,
+    ) -> Result<(), Refusal> {
+        self.change_state(|st| {
+            let r = st.group_named(tpn)?;
+            if !r.tpns().iter().all(|&t| st.changeable(t)) {
+                return Err(refuse(
+                    EBUSY,
+                    c"a member of the group is not established (only RTS and SUSPENDED change)",
+                    Some(Field::State),
+                ));
+            }
+            for &t in r.tpns() {
+                let c = Self::live_channel(st, t)?;
+                st.change_channel(&c, change)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Tears every member of group `tpn` down, as [`Net::channel_delete`]
+    /// each: the file bound to the group reads what it can still deliver
+    /// in order, then `ECONNABORTED`.
+    pub(crate) fn group_delete(self: &Arc<Self>, tpn: u32) -> Result<(), Refusal> {
+        self.change_state(|st| {
+            let r = st.group_named(tpn)?;
+            for &t in r.tpns() {
+                if let Ok(c) = Self::live_channel(st, t) {
+                    st.abort_channel(&c);
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Copies of the groups whose first member's TPN is in `tpns`, in that
+    /// TPN's order, for netlink (`tpg-get`), as [`Net::tp_snapshots`].
+    pub(crate) fn tpg_snapshots(
+        &self,
+        tpns: impl core::ops::RangeBounds<u32>,
+    ) -> Result<KVec<TpgSnapshot>> {
+        let mut v;
+        {
+            let st = self.state.lock();
+            let named = |r: &Option<TpgRecord>| r.is_some_and(|r| tpns.contains(&r.first()));
+            v = KVec::with_capacity(st.tpgs.iter().filter(|r| named(r)).count(), GFP_KERNEL)?;
+            for (gid, _) in st.tpgs.iter().enumerate().filter(|(_, r)| named(r)) {
+                if let Some(snap) = st.tpg_snapshot(self.index, gid) {
+                    v.push_within_capacity(snap).map_err(|_| ENOMEM)?;
+                }
+            }
+        }
+        v.sort_unstable_by_key(|s| s.id.head.tpn);
+        Ok(v)
+    }
+}
+
+/// Channels and groups made and changed over netlink, under the
+/// endpoint's lock.
+impl NetState {
+    /// Opens channel `key` to `remote` with `cfg` (checked by
+    /// [`check_tp_new`]), unclaimed, and announces it.
+    fn open_unclaimed(
+        &mut self,
+        remote: Addr,
+        key: u32,
+        cfg: ChannelConfig,
+    ) -> Result<Arc<TpChannel>, Refusal> {
+        let tpn = self
+            .ep
+            .connect(now_ns(), remote, key, cfg)
+            .map_err(open_refusal)?;
+        let c = match TpChannel::new(tpn, remote, key, false) {
+            Ok(c) => c,
+            Err(_) => {
+                let _ = self.ep.close(now_ns(), tpn);
+                return Err(refuse(ENOMEM, c"no memory for the channel", None));
+            }
+        };
+        if self.chans.push(c.clone(), GFP_KERNEL).is_err() {
+            let _ = self.ep.close(now_ns(), tpn);
+            return Err(refuse(ENOMEM, c"no memory for the channel", None));
+        }
+        if let Some(s) = self.ep.state(tpn) {
+            c.set_state(s);
+        }
+        queue_tp_event(&mut self.tp_events, &c);
+        Ok(c)
+    }
+
+    /// Closes channels [`open_unclaimed`](Self::open_unclaimed) just made
+    /// (a group that could not be formed whole).
+    fn close_unclaimed(&mut self, chans: &[Arc<TpChannel>]) {
+        for c in chans {
+            let _ = self.ep.close(now_ns(), c.tpn);
+        }
+    }
+
+    /// Whether live channel `tpn` may be suspended or resumed.
+    fn changeable(&self, tpn: u32) -> bool {
+        matches!(
+            self.ep.state(tpn),
+            Some(ChannelState::Rts | ChannelState::Suspended)
+        )
+    }
+
+    /// Suspends or resumes live channel `c` ([`changeable`](Self::changeable)).
+    fn change_channel(&mut self, c: &Arc<TpChannel>, change: TpChange) -> Result<(), Refusal> {
+        let r = match change {
+            TpChange::Suspend => self.ep.suspend(c.tpn),
+            TpChange::Resume => self.ep.resume(c.tpn),
+        };
+        if r.is_err() {
+            return Err(Refusal::no_channel());
+        }
+        // The endpoint reports no event for these: the channel and the
+        // monitor group learn the state here.
+        if let Some(s) = self.ep.state(c.tpn) {
+            if s != c.inner.lock().state {
+                c.set_state(s);
+                queue_tp_event(&mut self.tp_events, c);
+                self.groups_changed = true;
+            }
+        }
         Ok(())
+    }
+
+    /// Tears live channel `c` down for an administrator: its user reads
+    /// what it received, then `ECONNABORTED`.
+    fn abort_channel(&mut self, c: &Arc<TpChannel>) {
+        // Before the close, so that the state changes it causes find the
+        // error set, and a closed unclaimed channel does not linger.
+        c.fail(ECONNABORTED);
+        c.inner.lock().final_stats = (self.ep.peer_tpn(c.tpn), self.ep.counters(c.tpn));
+        let _ = self.ep.close(now_ns(), c.tpn);
+        queue_tp_event(&mut self.tp_events, c);
+        self.groups_changed = true;
+    }
+
+    /// Records the endpoint's group `gid` over `tpns`.
+    fn record_group(&mut self, gid: u16, tpns: &[u32]) {
+        let mut r = TpgRecord {
+            tpns: [0; crate::group::MAX_MEMBERS as usize],
+            n: tpns.len(),
+            announced: None,
+        };
+        for (d, &t) in r.tpns.iter_mut().zip(tpns) {
+            *d = t;
+        }
+        if let Some(slot) = self.tpgs.get_mut(usize::from(gid)) {
+            *slot = Some(r);
+            self.groups_changed = true;
+        }
+    }
+
+    /// The group named `tpn` (its first member's TPN).
+    fn group_named(&self, tpn: u32) -> Result<TpgRecord, Refusal> {
+        self.tpgs
+            .iter()
+            .flatten()
+            .find(|r| r.first() == tpn)
+            .copied()
+            .ok_or(Refusal::no_group())
+    }
+
+    /// Whether live channel `tpn` is a member of a group: a bind claims it
+    /// only with the whole group ([`claim_group`](Self::claim_group)).
+    fn grouped(&self, tpn: u32) -> bool {
+        self.tpgs.iter().flatten().any(|r| r.tpns().contains(&tpn))
+    }
+
+    /// Claims the unclaimed group `tpg-new` made of `n` members with key
+    /// `key` (its first member's) to `from` (or to anyone), if there is
+    /// one: its members, in key order.
+    fn claim_group(
+        &mut self,
+        from: Option<Addr>,
+        key: u32,
+        n: u32,
+    ) -> Result<Option<KVec<Arc<TpChannel>>>> {
+        let wanted = |r: &&TpgRecord| {
+            u32::try_from(r.n) == Ok(n)
+                && find_chan(&self.chans, r.first()).is_some_and(|c| {
+                    let g = c.inner.lock();
+                    !g.claimed && !g.closed && g.answers(key, from)
+                })
+        };
+        let Some(r) = self.tpgs.iter().flatten().find(wanted).copied() else {
+            return Ok(None);
+        };
+        let mut members = KVec::with_capacity(r.n, GFP_KERNEL)?;
+        for &t in r.tpns() {
+            // Every member of a recorded group is in the table.
+            let c = find_chan(&self.chans, t).ok_or(EPIPE)?;
+            members
+                .push_within_capacity(c.clone())
+                .map_err(|_| ENOMEM)?;
+        }
+        for c in members.iter() {
+            c.inner.lock().claimed = true;
+        }
+        Ok(Some(members))
+    }
+
+    /// Group `gid` as its notifications show it, under each member's lock.
+    fn tpg_event(&self, gid: usize) -> Option<TpgEvent> {
+        let r = self.tpgs.get(gid).copied().flatten()?;
+        let first = find_chan(&self.chans, r.first())?;
+        let mut head = tp_event_of(first.tpn, &first.inner.lock());
+        let mut states = [ChannelState::Rts; crate::group::MAX_MEMBERS as usize];
+        head.error = 0;
+        for (s, &t) in states.iter_mut().zip(r.tpns()) {
+            let g = find_chan(&self.chans, t)?.inner.lock();
+            *s = g.state;
+            if head.error == 0 {
+                head.error = g.error.map_or(0, |e| e.to_errno().unsigned_abs());
+            }
+        }
+        head.state = crate::group::group_state(states.iter().take(r.n).copied());
+        Some(TpgEvent {
+            head,
+            members: u32::try_from(r.n).unwrap_or(0),
+        })
+    }
+
+    /// Group `gid` of device `dev_index` as `tpg-get` shows it.
+    fn tpg_snapshot(&self, dev_index: u32, gid: usize) -> Option<TpgSnapshot> {
+        let r = self.tpgs.get(gid).copied().flatten()?;
+        let id = self.tpg_event(gid)?;
+        let mut s = TpgSnapshot {
+            dev_index,
+            id,
+            claimed: false,
+            rx_queued: 0,
+            counters: Default::default(),
+            tx_messages: 0,
+            tx_acked: 0,
+            rx_messages: 0,
+            member: [TpgMember {
+                id: id.head,
+                peer_tpn: 0,
+            }; crate::group::MAX_MEMBERS as usize],
+        };
+        for (m, &t) in s.member.iter_mut().zip(r.tpns()) {
+            let c = find_chan(&self.chans, t)?;
+            let g = c.inner.lock();
+            *m = TpgMember {
+                id: tp_event_of(t, &g),
+                peer_tpn: self.ep.peer_tpn(t).unwrap_or(0),
+            };
+            s.claimed |= g.claimed;
+            s.rx_queued = s
+                .rx_queued
+                .saturating_add(u32::try_from(g.rx.len()).unwrap_or(u32::MAX));
+            s.tx_messages = s.tx_messages.saturating_add(g.tx_messages);
+            s.tx_acked = s.tx_acked.saturating_add(g.tx_acked);
+            s.rx_messages = s.rx_messages.saturating_add(g.rx_messages);
+            if let Some(k) = self.ep.counters(t) {
+                s.counters.add(&k);
+            }
+        }
+        Some(s)
+    }
+
+    /// Announces every group whose state or error changed since it was
+    /// last announced.
+    fn note_groups(&mut self) {
+        self.groups_changed = false;
+        for gid in 0..MAX_GROUPS {
+            let Some(e) = self.tpg_event(gid) else {
+                continue;
+            };
+            let now = (e.head.state, e.head.error);
+            if let Some(Some(r)) = self.tpgs.get_mut(gid) {
+                if r.announced != Some(now) {
+                    r.announced = Some(now);
+                    queue_tpg_event(&mut self.tpg_events, e);
+                }
+            }
+        }
+    }
+
+    /// Member `tpn` is being freed: the endpoint dissolved its group, which
+    /// leaves the table, announced `closed`.
+    fn end_groups_of(&mut self, tpn: u32) {
+        for gid in 0..MAX_GROUPS {
+            if !self
+                .tpgs
+                .get(gid)
+                .copied()
+                .flatten()
+                .is_some_and(|r| r.tpns().contains(&tpn))
+            {
+                continue;
+            }
+            if let Some(mut e) = self.tpg_event(gid) {
+                e.head.closed = true;
+                queue_tpg_event(&mut self.tpg_events, e);
+            }
+            if let Some(slot) = self.tpgs.get_mut(gid) {
+                *slot = None;
+            }
+        }
+    }
+}
+
+/// Queues a group notification; dropped when the queue is full.
+fn queue_tpg_event(q: &mut [Option<TpgEvent>; TPG_EVENTS], e: TpgEvent) {
+    if let Some(slot) = q.iter_mut().find(|s| s.is_none()) {
+        *slot = Some(e);
     }
 }

@@ -17,13 +17,14 @@
 //! and [`echo_reply`] (unicast), called by the driver core.
 
 use crate::host::Addr;
+use crate::host::ChannelCounters;
 use crate::host::{ChannelConfig, LoadBalance, RtoConfig};
 use crate::link::engine::{DllState, RetryReqState};
 use crate::net::npi::{Npi, NpiMode};
 use crate::registry;
 use crate::snapshot::{
     DevSnapshot, EchoReply, EchoRequest, Field, PortEvent, PortSettings, PortSnapshot, Refusal,
-    ReplyTo, RouteSnapshot, TpEvent, TpSnapshot,
+    ReplyTo, RouteSnapshot, TpEvent, TpSnapshot, TpgEvent, TpgMember, TpgSnapshot,
 };
 use crate::transport::cc::{CcAlgorithm, CcConfig};
 use crate::transport::cm::{cc_code, ChannelState};
@@ -140,6 +141,10 @@ mod maxattr {
     pub(super) const TP_NEW_DO: u32 = uapi::UB_A_TP_SEND_WINDOW;
     pub(super) const TP_SET_DO: u32 = uapi::UB_A_TP_SEND_WINDOW;
     pub(super) const TP_DEL_DO: u32 = uapi::UB_A_TP_TPN;
+    pub(super) const TPG_GET_DO: u32 = uapi::UB_A_TP_TPN;
+    pub(super) const TPG_NEW_DO: u32 = uapi::UB_A_TP_MEMBERS;
+    pub(super) const TPG_SET_DO: u32 = uapi::UB_A_TP_SEND_WINDOW;
+    pub(super) const TPG_DEL_DO: u32 = uapi::UB_A_TP_TPN;
 }
 
 /// The attribute set of an operation's requests.
@@ -193,6 +198,7 @@ fn field_attr(set: AttrSet, field: Field) -> Option<u32> {
         (AttrSet::Tp, F::LbRange) => uapi::UB_A_TP_LB_RANGE,
         (AttrSet::Tp, F::LbKey) => uapi::UB_A_TP_LB_KEY,
         (AttrSet::Tp, F::SendWindow) => uapi::UB_A_TP_SEND_WINDOW,
+        (AttrSet::Tp, F::Members) => uapi::UB_A_TP_MEMBERS,
         _ => return None,
     })
 }
@@ -841,9 +847,17 @@ fn fill_tp(w: &mut Writer, t: &TpSnapshot) -> Result {
     }
     w.put_bool(uapi::UB_A_TP_CLAIMED, t.claimed)?;
     w.put_u32(uapi::UB_A_TP_RX_QUEUED, t.rx_queued)?;
+    let messages = [t.tx_messages, t.tx_acked, t.rx_messages];
+    fill_tp_stats(w, t.counters.as_ref(), messages)
+}
+
+/// The `stats` nest of a channel (or of a group, its members' summed):
+/// the transport's counters if the endpoint has them, and the message
+/// counters `[tx-messages, tx-acked, rx-messages]`.
+fn fill_tp_stats(w: &mut Writer, counters: Option<&ChannelCounters>, messages: [u64; 3]) -> Result {
     w.nest(uapi::UB_A_TP_STATS, |w| {
         const PAD: u32 = uapi::UB_A_TP_STATS_PAD;
-        if let Some(k) = &t.counters {
+        if let Some(k) = counters {
             for (ty, v) in [
                 (uapi::UB_A_TP_STATS_TX_PACKETS, k.tx_packets),
                 (uapi::UB_A_TP_STATS_TX_BYTES, k.tx_bytes),
@@ -873,10 +887,45 @@ fn fill_tp(w: &mut Writer, t: &TpSnapshot) -> Result {
             w.put_u32(uapi::UB_A_TP_STATS_OUTSTANDING, k.outstanding)?;
             w.put_u32(uapi::UB_A_TP_STATS_MAX_OUTSTANDING, k.max_outstanding)?;
         }
-        w.put_u64(uapi::UB_A_TP_STATS_TX_MESSAGES, t.tx_messages, PAD)?;
-        w.put_u64(uapi::UB_A_TP_STATS_TX_ACKED, t.tx_acked, PAD)?;
-        w.put_u64(uapi::UB_A_TP_STATS_RX_MESSAGES, t.rx_messages, PAD)
+        let [tx_messages, tx_acked, rx_messages] = messages;
+        w.put_u64(uapi::UB_A_TP_STATS_TX_MESSAGES, tx_messages, PAD)?;
+        w.put_u64(uapi::UB_A_TP_STATS_TX_ACKED, tx_acked, PAD)?;
+        w.put_u64(uapi::UB_A_TP_STATS_RX_MESSAGES, rx_messages, PAD)
     })
+}
+
+/// What a `tpg-change-ntf` carries, and the head of a `tpg-get` reply: the
+/// group as a channel (its first member's TPN, its key, the group's state
+/// and first error), and the number of members.
+fn fill_tpg_event(w: &mut Writer, dev_index: u32, e: &TpgEvent) -> Result {
+    fill_tp_event(w, dev_index, &e.head)?;
+    w.put_u32(uapi::UB_A_TP_MEMBERS, e.members)
+}
+
+/// The `member` nests of a group, in key order.
+fn fill_tpg_members(w: &mut Writer, members: &[TpgMember]) -> Result {
+    for m in members {
+        w.nest(uapi::UB_A_TP_MEMBER, |w| {
+            w.put_u32(uapi::UB_A_TPG_MEMBER_TPN, m.id.tpn)?;
+            w.put_u32(uapi::UB_A_TPG_MEMBER_PEER_TPN, m.peer_tpn)?;
+            w.put_u32(uapi::UB_A_TPG_MEMBER_KEY, m.id.key)?;
+            w.put_u32(
+                uapi::UB_A_TPG_MEMBER_STATE,
+                tp_state(m.id.state, m.id.closed),
+            )?;
+            w.put_u32(uapi::UB_A_TPG_MEMBER_ERROR, m.id.error)
+        })?;
+    }
+    Ok(())
+}
+
+fn fill_tpg(w: &mut Writer, g: &TpgSnapshot) -> Result {
+    fill_tpg_event(w, g.dev_index, &g.id)?;
+    w.put_bool(uapi::UB_A_TP_CLAIMED, g.claimed)?;
+    w.put_u32(uapi::UB_A_TP_RX_QUEUED, g.rx_queued)?;
+    let messages = [g.tx_messages, g.tx_acked, g.rx_messages];
+    fill_tp_stats(w, Some(&g.counters), messages)?;
+    fill_tpg_members(w, g.members())
 }
 
 // ---- Handlers ----
@@ -1195,6 +1244,34 @@ unsafe extern "C" fn ub_nl_echo_doit(
     })())
 }
 
+/// The channel (or group) a `tp-*` (`tpg-*`) request names: its device
+/// and TPN, both required.
+fn named_request(req: &Request<'_>) -> Result<(u32, u32), Error> {
+    let dev = req.require_u32(uapi::UB_A_TP_DEV_INDEX)?;
+    Ok((dev, req.require_u32(uapi::UB_A_TP_TPN)?))
+}
+
+/// The device, peer and key of a `tp-new` or `tpg-new` request, required.
+fn new_request(req: &Request<'_>) -> Result<(u32, Addr, u32), Error> {
+    let dev = req.require_u32(uapi::UB_A_TP_DEV_INDEX)?;
+    let nest = req.require(uapi::UB_A_TP_PEER)?;
+    let key = req.require_u32(uapi::UB_A_TP_KEY)?;
+    Ok((dev, parse_addr(req, nest, Field::Peer)?, key))
+}
+
+/// The channel configuration of a `tp-new` request (of each member of a
+/// `tpg-new`): its attributes over the driver's defaults.
+fn new_config(req: &Request<'_>) -> Result<ChannelConfig, Error> {
+    channel_config(&TpAttrs::of(req), crate::ub_net::tp_config()).map_err(|r| req.refuse(&r))
+}
+
+/// The change a `tp-set` or `tpg-set` request (with its `messages`) asks
+/// for.
+fn set_request(req: &Request<'_>, messages: &SetMessages) -> Result<TpChange, Error> {
+    let state = req.get(uapi::UB_A_TP_STATE).map(Attr::u32);
+    tp_change(&TpAttrs::of(req), state, messages).map_err(|r| req.refuse(&r))
+}
+
 /// `tp-get` do: one TP Channel.
 ///
 /// # Safety
@@ -1208,8 +1285,7 @@ unsafe extern "C" fn ub_nl_tp_get_doit(
     // SAFETY: Called by genetlink for the tp-get doit.
     let req = unsafe { do_request(info, maxattr::TP_GET_DO, AttrSet::Tp) };
     errno_of((|| {
-        let dev = req.require_u32(uapi::UB_A_TP_DEV_INDEX)?;
-        let tpn = req.require_u32(uapi::UB_A_TP_TPN)?;
+        let (dev, tpn) = named_request(&req)?;
         let tp = registry::tp_get(dev, tpn).map_err(|r| req.refuse(&r))?;
         // SAFETY: `info` is the doit's.
         unsafe { reply(info, uapi::UB_CMD_TP_GET, |w| fill_tp(w, &tp)) }
@@ -1431,12 +1507,8 @@ unsafe extern "C" fn ub_nl_tp_new_doit(
     // SAFETY: Called by genetlink for the tp-new doit.
     let req = unsafe { do_request(info, maxattr::TP_NEW_DO, AttrSet::Tp) };
     errno_of((|| {
-        let dev = req.require_u32(uapi::UB_A_TP_DEV_INDEX)?;
-        let nest = req.require(uapi::UB_A_TP_PEER)?;
-        let key = req.require_u32(uapi::UB_A_TP_KEY)?;
-        let remote = parse_addr(&req, nest, Field::Peer)?;
-        let cfg = channel_config(&TpAttrs::of(&req), crate::ub_net::tp_config())
-            .map_err(|r| req.refuse(&r))?;
+        let (dev, remote, key) = new_request(&req)?;
+        let cfg = new_config(&req)?;
         let tpn = registry::tp_new(dev, remote, key, cfg).map_err(|r| req.refuse(&r))?;
         // SAFETY: `info` is the doit's.
         unsafe {
@@ -1448,27 +1520,36 @@ unsafe extern "C" fn ub_nl_tp_new_doit(
     })())
 }
 
-/// The change a `tp-set` request asks for.
-fn tp_change(a: &TpAttrs, state: Option<u32>) -> Result<TpChange, Refusal> {
+/// What a `tp-set` or `tpg-set` refusal says, per operation.
+struct SetMessages {
+    fixed: &'static CStr,
+    nothing: &'static CStr,
+    state: &'static CStr,
+}
+
+const TP_SET_MESSAGES: SetMessages = SetMessages {
+    fixed: c"fixed when the channel is set up: tp-set changes only the state",
+    nothing: c"tp-set without any setting to change",
+    state: c"a channel's state can be set to suspended or rts only",
+};
+
+const TPG_SET_MESSAGES: SetMessages = SetMessages {
+    fixed: c"fixed when the channel is set up: tpg-set changes only the state of every member",
+    nothing: c"tpg-set without any setting to change",
+    state: c"a group's state can be set to suspended or rts only",
+};
+
+/// The change a `tp-set` (or `tpg-set`, with its `messages`) request asks
+/// for.
+fn tp_change(a: &TpAttrs, state: Option<u32>, messages: &SetMessages) -> Result<TpChange, Refusal> {
     if let Some(f) = a.first_fixed() {
-        return Err(Refusal::of(
-            f,
-            EOPNOTSUPP,
-            c"fixed when the channel is set up: tp-set changes only the state",
-        ));
+        return Err(Refusal::of(f, EOPNOTSUPP, messages.fixed));
     }
     match state {
-        None => Err(Refusal::general(
-            EINVAL,
-            c"tp-set without any setting to change",
-        )),
+        None => Err(Refusal::general(EINVAL, messages.nothing)),
         Some(uapi::UB_TP_STATE_SUSPENDED) => Ok(TpChange::Suspend),
         Some(uapi::UB_TP_STATE_RTS) => Ok(TpChange::Resume),
-        Some(_) => Err(Refusal::of(
-            Field::State,
-            EINVAL,
-            c"a channel's state can be set to suspended or rts only",
-        )),
+        Some(_) => Err(Refusal::of(Field::State, EINVAL, messages.state)),
     }
 }
 
@@ -1485,10 +1566,8 @@ unsafe extern "C" fn ub_nl_tp_set_doit(
     // SAFETY: Called by genetlink for the tp-set doit.
     let req = unsafe { do_request(info, maxattr::TP_SET_DO, AttrSet::Tp) };
     errno_of((|| {
-        let dev = req.require_u32(uapi::UB_A_TP_DEV_INDEX)?;
-        let tpn = req.require_u32(uapi::UB_A_TP_TPN)?;
-        let state = req.get(uapi::UB_A_TP_STATE).map(Attr::u32);
-        let change = tp_change(&TpAttrs::of(&req), state).map_err(|r| req.refuse(&r))?;
+        let (dev, tpn) = named_request(&req)?;
+        let change = set_request(&req, &TP_SET_MESSAGES)?;
         registry::tp_set(dev, tpn, change).map_err(|r| req.refuse(&r))
     })())
 }
@@ -1506,9 +1585,97 @@ unsafe extern "C" fn ub_nl_tp_del_doit(
     // SAFETY: Called by genetlink for the tp-del doit.
     let req = unsafe { do_request(info, maxattr::TP_DEL_DO, AttrSet::Tp) };
     errno_of((|| {
-        let dev = req.require_u32(uapi::UB_A_TP_DEV_INDEX)?;
-        let tpn = req.require_u32(uapi::UB_A_TP_TPN)?;
+        let (dev, tpn) = named_request(&req)?;
         registry::tp_del(dev, tpn).map_err(|r| req.refuse(&r))
+    })())
+}
+
+/// `tpg-get` do: one TP Channel Group, named by its first member's TPN.
+///
+/// # Safety
+///
+/// Called by genetlink only, with its valid `skb` and `info`.
+#[no_mangle]
+unsafe extern "C" fn ub_nl_tpg_get_doit(
+    _skb: *mut bindings::sk_buff,
+    info: *mut bindings::genl_info,
+) -> c_int {
+    // SAFETY: Called by genetlink for the tpg-get doit.
+    let req = unsafe { do_request(info, maxattr::TPG_GET_DO, AttrSet::Tp) };
+    errno_of((|| {
+        let (dev, tpn) = named_request(&req)?;
+        let g = registry::tpg_get(dev, tpn).map_err(|r| req.refuse(&r))?;
+        // SAFETY: `info` is the doit's.
+        unsafe { reply(info, uapi::UB_CMD_TPG_GET, |w| fill_tpg(w, &g)) }
+    })())
+}
+
+/// `tpg-new` do: opens a TP Channel Group, unclaimed; replies with its
+/// name (the first member's TPN), key and members.
+///
+/// # Safety
+///
+/// Called by genetlink only, with its valid `skb` and `info`.
+#[no_mangle]
+unsafe extern "C" fn ub_nl_tpg_new_doit(
+    _skb: *mut bindings::sk_buff,
+    info: *mut bindings::genl_info,
+) -> c_int {
+    // SAFETY: Called by genetlink for the tpg-new doit.
+    let req = unsafe { do_request(info, maxattr::TPG_NEW_DO, AttrSet::Tp) };
+    errno_of((|| {
+        let (dev, remote, key) = new_request(&req)?;
+        // The policy holds it to 2..=8.
+        let members = req.require_u32(uapi::UB_A_TP_MEMBERS)?;
+        let cfg = new_config(&req)?;
+        let g = registry::tpg_new(dev, remote, key, members, cfg).map_err(|r| req.refuse(&r))?;
+        // SAFETY: `info` is the doit's.
+        unsafe {
+            reply(info, uapi::UB_CMD_TPG_NEW, |w| {
+                w.put_u32(uapi::UB_A_TP_DEV_INDEX, g.dev_index)?;
+                w.put_u32(uapi::UB_A_TP_TPN, g.id.head.tpn)?;
+                w.put_u32(uapi::UB_A_TP_KEY, g.id.head.key)?;
+                w.put_u32(uapi::UB_A_TP_MEMBERS, g.id.members)?;
+                fill_tpg_members(w, g.members())
+            })
+        }
+    })())
+}
+
+/// `tpg-set` do: suspends or resumes every member of a group.
+///
+/// # Safety
+///
+/// Called by genetlink only, with its valid `skb` and `info`.
+#[no_mangle]
+unsafe extern "C" fn ub_nl_tpg_set_doit(
+    _skb: *mut bindings::sk_buff,
+    info: *mut bindings::genl_info,
+) -> c_int {
+    // SAFETY: Called by genetlink for the tpg-set doit.
+    let req = unsafe { do_request(info, maxattr::TPG_SET_DO, AttrSet::Tp) };
+    errno_of((|| {
+        let (dev, tpn) = named_request(&req)?;
+        let change = set_request(&req, &TPG_SET_MESSAGES)?;
+        registry::tpg_set(dev, tpn, change).map_err(|r| req.refuse(&r))
+    })())
+}
+
+/// `tpg-del` do: tears every member of a group down.
+///
+/// # Safety
+///
+/// Called by genetlink only, with its valid `skb` and `info`.
+#[no_mangle]
+unsafe extern "C" fn ub_nl_tpg_del_doit(
+    _skb: *mut bindings::sk_buff,
+    info: *mut bindings::genl_info,
+) -> c_int {
+    // SAFETY: Called by genetlink for the tpg-del doit.
+    let req = unsafe { do_request(info, maxattr::TPG_DEL_DO, AttrSet::Tp) };
+    errno_of((|| {
+        let (dev, tpn) = named_request(&req)?;
+        registry::tpg_del(dev, tpn).map_err(|r| req.refuse(&r))
     })())
 }
 
@@ -1739,13 +1906,57 @@ unsafe extern "C" fn ub_nl_route_get_dumpit(
     dump_result(&d, r)
 }
 
-/// The dump's step at `tpn` over `chans` (one device's channels in TPN
-/// order): the channel `tpn`, or where the next one is.
-fn tp_at(chans: &[TpSnapshot], tpn: u32) -> Step<TpSnapshot> {
-    match chans.iter().find(|c| c.id.tpn >= tpn) {
-        Some(c) if c.id.tpn == tpn => Step::Put(*c),
-        Some(c) => Step::Next(c.id.tpn),
+/// The dump's step at `tpn` over `items` (one device's channels or
+/// groups in the order of `tpn_of`): the item `tpn`, or where the next one
+/// is.
+fn tp_at<T: Copy>(items: &[T], tpn: u32, tpn_of: impl Fn(&T) -> u32) -> Step<T> {
+    match items.iter().find(|c| tpn_of(c) >= tpn) {
+        Some(c) if tpn_of(c) == tpn => Step::Put(*c),
+        Some(c) => Step::Next(tpn_of(c)),
         None => Step::End,
+    }
+}
+
+impl Dump<'_> {
+    /// Walks the devices and their items named by TPN (`tp-get`'s
+    /// channels, `tpg-get`'s groups by their first member's), putting one
+    /// message of command `cmd` per item: per call, one copy of a
+    /// device's items from the cursor's TPN on (`list`), taken when the
+    /// walk reaches the device, resumed at the TPN that did not fit.
+    fn run_by_tpn<T: Copy>(
+        &mut self,
+        cmd: u32,
+        filter: Option<u32>,
+        list: impl Fn(u32, u32) -> Result<KVec<T>, Refusal>,
+        tpn_of: impl Fn(&T) -> u32 + Copy,
+        fill: impl Fn(&mut Writer, &T) -> Result,
+    ) -> Result {
+        let mut copy: Option<(u32, KVec<T>)> = None;
+        let mut failed = None;
+        let get = |dev, tpn| {
+            if copy.as_ref().is_none_or(|(d, _)| *d != dev) {
+                copy = match list(dev, tpn) {
+                    Ok(v) => Some((dev, v)),
+                    Err(r) => {
+                        // A device that went away has nothing left;
+                        // anything else fails the dump.
+                        if r.errno.to_errno() != ENODEV.to_errno() {
+                            failed = Some(r);
+                        }
+                        None
+                    }
+                };
+            }
+            match &copy {
+                Some((_, items)) => tp_at(items, tpn, tpn_of),
+                None => Step::End,
+            }
+        };
+        let r = self.run(cmd, filter, get, fill);
+        match failed {
+            Some(f) => Err(self.req.refuse(&f)),
+            None => r,
+        }
     }
 }
 
@@ -1765,34 +1976,42 @@ unsafe extern "C" fn ub_nl_tp_get_dumpit(
         return EINVAL.to_errno();
     };
     let r = d.dev_filter(uapi::UB_A_TP_DEV_INDEX).and_then(|filter| {
-        // One copy of a device's channels from the cursor's TPN on per call,
-        // taken when the walk reaches the device.
-        let mut copy: Option<(u32, KVec<TpSnapshot>)> = None;
-        let mut failed = None;
-        let get = |dev, tpn| {
-            if copy.as_ref().is_none_or(|(d, _)| *d != dev) {
-                copy = match registry::tp_list(dev, tpn) {
-                    Ok(v) => Some((dev, v)),
-                    Err(r) => {
-                        // A device that went away has no channels left;
-                        // anything else fails the dump.
-                        if r.errno.to_errno() != ENODEV.to_errno() {
-                            failed = Some(r);
-                        }
-                        None
-                    }
-                };
-            }
-            match &copy {
-                Some((_, chans)) => tp_at(chans, tpn),
-                None => Step::End,
-            }
-        };
-        let r = d.run(uapi::UB_CMD_TP_GET, filter, get, fill_tp);
-        match failed {
-            Some(f) => Err(d.req.refuse(&f)),
-            None => r,
-        }
+        let tpn_of = |t: &TpSnapshot| t.id.tpn;
+        d.run_by_tpn(
+            uapi::UB_CMD_TP_GET,
+            filter,
+            registry::tp_list,
+            tpn_of,
+            fill_tp,
+        )
+    });
+    dump_result(&d, r)
+}
+
+/// `tpg-get` dump: the TP Channel Groups of every device, or of
+/// `dev-index`, in the order of their first member's TPN, as `tp-get`'s.
+///
+/// # Safety
+///
+/// Called by genetlink only, with its valid `skb` and `cb`.
+#[no_mangle]
+unsafe extern "C" fn ub_nl_tpg_get_dumpit(
+    skb: *mut bindings::sk_buff,
+    cb: *mut bindings::netlink_callback,
+) -> c_int {
+    // SAFETY: Called by genetlink for the tpg-get dump.
+    let Some(mut d) = (unsafe { Dump::new(skb, cb, AttrSet::Tp) }) else {
+        return EINVAL.to_errno();
+    };
+    let r = d.dev_filter(uapi::UB_A_TP_DEV_INDEX).and_then(|filter| {
+        let tpn_of = |g: &TpgSnapshot| g.id.head.tpn;
+        d.run_by_tpn(
+            uapi::UB_CMD_TPG_GET,
+            filter,
+            registry::tpg_list,
+            tpn_of,
+            fill_tpg,
+        )
     });
     dump_result(&d, r)
 }
@@ -1839,19 +2058,9 @@ impl Drop for Registration {
 /// or sent is dropped (a monitor may miss events under memory pressure, as
 /// with rtnetlink).
 pub(crate) fn notify_port(port: &PortSnapshot, event: PortEvent) {
-    // SAFETY: The helper only reads the family's group state.
-    if !LIVE.load(Acquire) || !unsafe { ub_nl_monitor_has_listeners() } {
-        return;
-    }
-    let Ok(skb) = OwnedSkb::new() else { return };
-    let mut w = skb.writer();
-    // SAFETY: `skb` is ours.
-    let hdr = unsafe { ub_nl_put_event(skb.0.as_ptr(), uapi::UB_CMD_PORT_CHANGE_NTF as u8) };
-    if w.message(hdr, |w| fill_port(w, port, Some(event))).is_ok() {
-        // SAFETY: The helper consumes the skb. Its error (no listener left)
-        // needs no action.
-        let _ = unsafe { ub_nl_multicast_monitor(skb.into_raw(), bindings::GFP_KERNEL) };
-    }
+    notify_monitor(uapi::UB_CMD_PORT_CHANGE_NTF, |w| {
+        fill_port(w, port, Some(event))
+    });
 }
 
 /// Sends a `tp-change-ntf` for channel `e` of device `dev_index` to the
@@ -1861,6 +2070,23 @@ pub(crate) fn notify_port(port: &PortSnapshot, event: PortEvent) {
 /// nothing when no one listens, a message that cannot be built or sent is
 /// dropped.
 pub(crate) fn notify_tp(dev_index: u32, e: &TpEvent) {
+    notify_monitor(uapi::UB_CMD_TP_CHANGE_NTF, |w| {
+        fill_tp_event(w, dev_index, e)
+    });
+}
+
+/// Sends a `tpg-change-ntf` for group `e` of device `dev_index` to the
+/// "monitor" group, as [`notify_tp`].
+pub(crate) fn notify_tpg(dev_index: u32, e: &TpgEvent) {
+    notify_monitor(uapi::UB_CMD_TPG_CHANGE_NTF, |w| {
+        fill_tpg_event(w, dev_index, e)
+    });
+}
+
+/// Sends a notification of command `cmd`, written by `fill`, to the
+/// "monitor" group: nothing when no one listens or the family is not
+/// registered; a message that cannot be built or sent is dropped.
+fn notify_monitor(cmd: u32, fill: impl FnOnce(&mut Writer) -> Result) {
     // SAFETY: The helper only reads the family's group state.
     if !LIVE.load(Acquire) || !unsafe { ub_nl_monitor_has_listeners() } {
         return;
@@ -1868,8 +2094,8 @@ pub(crate) fn notify_tp(dev_index: u32, e: &TpEvent) {
     let Ok(skb) = OwnedSkb::new() else { return };
     let mut w = skb.writer();
     // SAFETY: `skb` is ours.
-    let hdr = unsafe { ub_nl_put_event(skb.0.as_ptr(), uapi::UB_CMD_TP_CHANGE_NTF as u8) };
-    if w.message(hdr, |w| fill_tp_event(w, dev_index, e)).is_ok() {
+    let hdr = unsafe { ub_nl_put_event(skb.0.as_ptr(), cmd as u8) };
+    if w.message(hdr, fill).is_ok() {
         // SAFETY: The helper consumes the skb. Its error (no listener left)
         // needs no action.
         let _ = unsafe { ub_nl_multicast_monitor(skb.into_raw(), bindings::GFP_KERNEL) };
@@ -1907,7 +2133,7 @@ pub(crate) fn echo_reply(to: &ReplyTo, reply: &EchoReply) {
 mod tests {
     use super::*;
 
-    const ALL_FIELDS: [Field; 31] = [
+    const ALL_FIELDS: [Field; 32] = [
         Field::DevIndex,
         Field::PortIndex,
         Field::AdminUp,
@@ -1939,6 +2165,7 @@ mod tests {
         Field::LbRange,
         Field::LbKey,
         Field::SendWindow,
+        Field::Members,
     ];
 
     /// Each field maps into the request attributes of its set's ops (so
@@ -1950,7 +2177,7 @@ mod tests {
             (AttrSet::Port, maxattr::PORT_SET_DO),
             (AttrSet::Route, maxattr::ROUTE_ADD_DO),
             (AttrSet::Echo, maxattr::ECHO_DO),
-            (AttrSet::Tp, maxattr::TP_NEW_DO),
+            (AttrSet::Tp, maxattr::TPG_NEW_DO),
         ] {
             let mut seen = 0u64;
             for f in ALL_FIELDS {
@@ -2223,7 +2450,7 @@ mod tests {
                         copy = Some((dev, list(dev, tpn)));
                     }
                     match &copy {
-                        Some((_, chans)) => tp_at(chans, tpn),
+                        Some((_, chans)) => tp_at(chans, tpn, |t: &TpSnapshot| t.id.tpn),
                         None => Step::End,
                     }
                 };
@@ -2350,29 +2577,225 @@ mod tests {
         }
     }
 
-    /// `tp-set` changes the state only, to suspended or rts.
+    /// `tp-set` and `tpg-set` change the state only, to suspended or rts,
+    /// each refusal in the words of its operation.
     #[test]
     fn tp_set_changes() {
-        let none = TpAttrs::default();
-        assert_eq!(
-            tp_change(&none, Some(uapi::UB_TP_STATE_SUSPENDED)).ok(),
-            Some(TpChange::Suspend)
-        );
-        assert_eq!(
-            tp_change(&none, Some(uapi::UB_TP_STATE_RTS)).ok(),
-            Some(TpChange::Resume)
-        );
-        let r = tp_change(&none, Some(uapi::UB_TP_STATE_ERR)).err();
-        assert_eq!(r.and_then(|r| r.field), Some(Field::State));
-        let r = tp_change(&none, None).err();
-        assert!(r.is_some_and(|r| r.field.is_none()));
-        let mtu = TpAttrs {
-            mtu: Some(1024),
-            ..TpAttrs::default()
+        for m in [&TP_SET_MESSAGES, &TPG_SET_MESSAGES] {
+            let none = TpAttrs::default();
+            assert_eq!(
+                tp_change(&none, Some(uapi::UB_TP_STATE_SUSPENDED), m).ok(),
+                Some(TpChange::Suspend)
+            );
+            assert_eq!(
+                tp_change(&none, Some(uapi::UB_TP_STATE_RTS), m).ok(),
+                Some(TpChange::Resume)
+            );
+            let r = tp_change(&none, Some(uapi::UB_TP_STATE_ERR), m).err();
+            assert_eq!(r.and_then(|r| r.field), Some(Field::State));
+            assert_eq!(r.map(|r| r.msg), Some(m.state));
+            let r = tp_change(&none, None, m).err();
+            assert!(r.is_some_and(|r| r.field.is_none()));
+            assert_eq!(r.map(|r| r.msg), Some(m.nothing));
+            let mtu = TpAttrs {
+                mtu: Some(1024),
+                ..TpAttrs::default()
+            };
+            let r = tp_change(&mtu, Some(uapi::UB_TP_STATE_RTS), m).err();
+            assert_eq!(r.and_then(|r| r.field), Some(Field::Mtu));
+            assert_eq!(r.map(|r| r.errno.to_errno()), Some(EOPNOTSUPP.to_errno()));
+            assert_eq!(r.map(|r| r.msg), Some(m.fixed));
+        }
+    }
+
+    /// The members `tpg-new` opens are configured as a connecting group
+    /// bind's: source ports (LBFs) 16 apart, or a per-packet range apart
+    /// when it is wider, and one channel's send window shared (at least 32
+    /// packets each, never more than the whole).
+    #[test]
+    fn tpg_member_configs() {
+        use crate::group::member_config;
+        let base = crate::ub_net::tp_config();
+        let keys = |c: ChannelConfig, n: u32| {
+            let mut v = [0u16; 8];
+            for (i, k) in (0..n).zip(v.iter_mut()) {
+                *k = member_config(c, i, n).lb_key.wrapping_sub(c.lb_key);
+            }
+            v
         };
-        let r = tp_change(&mtu, Some(uapi::UB_TP_STATE_RTS)).err();
-        assert_eq!(r.and_then(|r| r.field), Some(Field::Mtu));
-        assert_eq!(r.map(|r| r.errno.to_errno()), Some(EOPNOTSUPP.to_errno()));
+        assert_eq!(keys(base, 4), [0, 16, 32, 48, 0, 0, 0, 0]);
+        let wide = channel_config(
+            &TpAttrs {
+                fast_retransmit: Some(false),
+                load_balance: Some(uapi::UB_LOAD_BALANCE_PER_PACKET),
+                lb_range: Some(6),
+                ..TpAttrs::default()
+            },
+            base,
+        );
+        assert!(wide.is_ok());
+        let Ok(wide) = wide else { return };
+        assert_eq!(keys(wide, 3), [0, 64, 128, 0, 0, 0, 0, 0]);
+        let window = |w: u32, n: u32| {
+            let mut c = base;
+            c.send_window = w;
+            member_config(c, 1, n).send_window
+        };
+        assert_eq!(window(256, 4), 64);
+        assert_eq!(window(256, 8), 32);
+        assert_eq!(window(40, 4), 32);
+        assert_eq!(window(20, 4), 20);
+        // Nothing else differs from the group's configuration.
+        let m = member_config(base, 2, 4);
+        assert_eq!(
+            ChannelConfig {
+                lb_key: base.lb_key,
+                send_window: base.send_window,
+                ..m
+            },
+            base
+        );
+    }
+
+    /// A group is RTS once every member is, ERR once one failed, the least
+    /// advanced member's state otherwise.
+    #[test]
+    fn tpg_states() {
+        use crate::group::group_state;
+        use ChannelState as S;
+        for (states, want) in [
+            (&[S::Rts, S::Rts, S::Rts][..], S::Rts),
+            (&[S::Rts, S::Err, S::Rts][..], S::Err),
+            (&[S::Reset, S::Err][..], S::Err),
+            (&[S::Rts, S::Suspended][..], S::Suspended),
+            (&[S::Rts, S::Rtr, S::Suspended][..], S::Rtr),
+            (&[S::Rtr, S::Reset, S::Rts][..], S::Reset),
+        ] {
+            assert_eq!(group_state(states.iter().copied()), want);
+        }
+    }
+
+    /// What `tpg-new`, the binds, `tpg-get`, `tpg-set` and `tpg-del` ask of
+    /// a device's core, on a device of this test (no ports: its channels
+    /// never reach the peer, and stay in setup). A group is made whole,
+    /// keys `key..key + n`, unclaimed; every refusal changes nothing and
+    /// names an attribute of `tpg-new`'s request; a single bind takes no
+    /// member, a group bind of the same peer, key and size takes them all.
+    #[test]
+    fn tpg_ops_on_a_device() {
+        use crate::ub_net::{tp_config, Net};
+        let net = Net::new(u32::MAX - 1, c"kunit", 2, 0);
+        assert!(net.is_ok());
+        let Ok(net) = net else { return };
+        let peer = Addr::Ipv4([10, 9, 0, 2]);
+        assert!(net.set_addr(Addr::Ipv4([10, 9, 0, 1]), true).is_ok());
+        let cfg = tp_config();
+        let channels = |net: &Net| net.tp_snapshots(..).map_or(usize::MAX, |v| v.len());
+        let refusal = |r: Result<TpgSnapshot, Refusal>| {
+            r.err().map(|r| {
+                (
+                    r.errno.to_errno(),
+                    r.field.and_then(|f| field_attr(AttrSet::Tp, f)),
+                )
+            })
+        };
+        let made = net.group_open_unclaimed(peer, 100, 4, cfg);
+        assert!(made.is_ok());
+        let Ok(g) = made else { return };
+        assert_eq!(g.id.members, 4);
+        assert_eq!(g.members().len(), 4);
+        assert!(!g.claimed);
+        assert_eq!(g.members().first().map(|m| m.id.tpn), Some(g.id.head.tpn));
+        for (i, m) in (0u32..).zip(g.members()) {
+            assert_eq!((m.id.key, m.id.peer), (100 + i, peer));
+        }
+        assert_eq!(channels(&net), 4);
+        // Each refused, pointing at its attribute; nothing made.
+        let mut wide = cfg;
+        wide.send_window = 65_537;
+        for (to, key, n, c, want) in [
+            (peer, 103, 4, cfg, (EEXIST, uapi::UB_A_TP_KEY)),
+            (peer, 99, 2, cfg, (EEXIST, uapi::UB_A_TP_KEY)),
+            (peer, 200, 9, cfg, (EINVAL, uapi::UB_A_TP_MEMBERS)),
+            (peer, 200, 1, cfg, (EINVAL, uapi::UB_A_TP_MEMBERS)),
+            (Addr::Cna16(2), 200, 2, cfg, (EINVAL, uapi::UB_A_TP_PEER)),
+            (peer, 200, 2, wide, (EINVAL, uapi::UB_A_TP_SEND_WINDOW)),
+        ] {
+            let r = refusal(net.group_open_unclaimed(to, key, n, c));
+            assert_eq!(r, Some((want.0.to_errno(), Some(want.1))));
+            assert!(want.1 <= maxattr::TPG_NEW_DO);
+        }
+        assert_eq!(channels(&net), 4);
+        // 16 unclaimed channels at most: three more groups of 4 fit, then
+        // none.
+        for key in [200, 300, 400] {
+            assert!(net.group_open_unclaimed(peer, key, 4, cfg).is_ok());
+        }
+        let r = refusal(net.group_open_unclaimed(peer, 500, 2, cfg));
+        assert_eq!(r, Some((ENOSPC.to_errno(), Some(uapi::UB_A_TP_MEMBERS))));
+        assert_eq!(channels(&net), 16);
+        // `tpg-get` names the group by its first member's TPN only.
+        let got = net.tpg_snapshots(g.id.head.tpn..=g.id.head.tpn);
+        assert_eq!(got.map(|v| v.first().map(|s| s.id)).ok(), Some(Some(g.id)));
+        assert_eq!(net.tpg_snapshots(..).map(|v| v.len()).ok(), Some(4));
+        let second = g.members().get(1).map_or(0, |m| m.id.tpn);
+        assert!(net
+            .tpg_snapshots(second..=second)
+            .is_ok_and(|v| v.is_empty()));
+        // A single bind does not take a member; a group bind of another
+        // size or peer does not take the group.
+        let single = net.channel_connect(peer, 101, cfg).err();
+        assert_eq!(single.map(|e| e.to_errno()), Some(EADDRINUSE.to_errno()));
+        let listen = net.channel_listen(Some(peer), 100, 0, true).err();
+        assert_eq!(listen.map(|e| e.to_errno()), Some(EAGAIN.to_errno()));
+        assert!(net
+            .claim_group(Some(peer), 100, 3)
+            .is_ok_and(|m| m.is_none()));
+        let other = Addr::Ipv4([10, 9, 0, 3]);
+        assert!(net
+            .claim_group(Some(other), 100, 4)
+            .is_ok_and(|m| m.is_none()));
+        // One of the same peer, key and size takes every member, in key
+        // order, and the file's group is the one tpg-new formed.
+        let claimed = net.claim_group(None, 100, 4);
+        assert!(matches!(claimed, Ok(Some(_))));
+        let Ok(Some(members)) = claimed else { return };
+        for (c, m) in members.iter().zip(g.members()) {
+            assert_eq!(c.tpn, m.id.tpn);
+            assert!(c.inner.lock().claimed);
+        }
+        let gid = net.group_create(&members);
+        assert!(gid.is_ok());
+        assert_eq!(net.group_create(&members).ok(), gid.ok());
+        assert!(net.claim_group(None, 100, 4).is_ok_and(|m| m.is_none()));
+        let got = net.tpg_snapshots(g.id.head.tpn..=g.id.head.tpn);
+        assert!(got.is_ok_and(|v| v.first().is_some_and(|s| s.claimed)));
+        // `tpg-set`: the members are still in setup; a member's TPN names
+        // no group.
+        let change = |tpn| {
+            net.group_change(tpn, TpChange::Suspend)
+                .err()
+                .map(|r| (r.errno.to_errno(), r.field))
+        };
+        assert_eq!(
+            change(g.id.head.tpn),
+            Some((EBUSY.to_errno(), Some(Field::State)))
+        );
+        assert_eq!(change(second), Some((ENOENT.to_errno(), Some(Field::Tpn))));
+        let del = net.group_delete(second).err().map(|r| r.errno.to_errno());
+        assert_eq!(del, Some(ENOENT.to_errno()));
+        // `tpg-del`: every member fails with ECONNABORTED, and the group
+        // reports it.
+        assert!(net.group_delete(g.id.head.tpn).is_ok());
+        for c in members.iter() {
+            let e = c.inner.lock().error.map(|e| e.to_errno());
+            assert_eq!(e, Some(ECONNABORTED.to_errno()));
+        }
+        let got = net.tpg_snapshots(g.id.head.tpn..=g.id.head.tpn);
+        let state = got.map(|v| v.first().map(|s| (s.id.head.state, s.id.head.error)));
+        let aborted = ECONNABORTED.to_errno().unsigned_abs();
+        assert_eq!(state.ok(), Some(Some((ChannelState::Err, aborted))));
+        drop(net.shutdown());
     }
 
     /// Every refusal of a channel the endpoint will not open points at an

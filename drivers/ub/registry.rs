@@ -16,7 +16,7 @@ use crate::host::Addr;
 use crate::proto::net::npi::NpiMode;
 use crate::snapshot::{
     DevSnapshot, EchoRequest, Field, PortSettings, PortSnapshot, Refusal, ReplyTo, RouteSnapshot,
-    TpSnapshot,
+    TpSnapshot, TpgSnapshot,
 };
 use crate::ub_net::Net;
 
@@ -190,7 +190,10 @@ pub(crate) fn route_get(dev: u32, i: u32) -> Option<RouteSnapshot> {
 }
 
 fn no_memory() -> Refusal {
-    Refusal::general(ENOMEM, c"no memory for a copy of the channel table")
+    Refusal::general(
+        ENOMEM,
+        c"no memory for a copy of the channel or group table",
+    )
 }
 
 /// TP Channel `tpn` of device `dev`.
@@ -226,6 +229,42 @@ pub(crate) fn tp_set(dev: u32, tpn: u32, change: crate::ub_net::TpChange) -> Res
 /// Tears TP Channel `tpn` down (`tp-del`).
 pub(crate) fn tp_del(dev: u32, tpn: u32) -> Result<(), Refusal> {
     find(dev)?.channel_delete(tpn)
+}
+
+/// TP Channel Group `tpn` (its first member's TPN) of device `dev`.
+pub(crate) fn tpg_get(dev: u32, tpn: u32) -> Result<TpgSnapshot, Refusal> {
+    let v = find(dev)?
+        .tpg_snapshots(tpn..=tpn)
+        .map_err(|_| no_memory())?;
+    v.first().copied().ok_or(Refusal::no_group())
+}
+
+/// The TP Channel Groups of device `dev` whose first member's TPN is
+/// `from` or above, in that order.
+pub(crate) fn tpg_list(dev: u32, from: u32) -> Result<KVec<TpgSnapshot>, Refusal> {
+    find(dev)?.tpg_snapshots(from..).map_err(|_| no_memory())
+}
+
+/// Opens a TP Channel Group of `members` channels to `remote`, keys `key`
+/// on, with `cfg`, unclaimed (`tpg-new`).
+pub(crate) fn tpg_new(
+    dev: u32,
+    remote: Addr,
+    key: u32,
+    members: u32,
+    cfg: crate::host::ChannelConfig,
+) -> Result<TpgSnapshot, Refusal> {
+    find(dev)?.group_open_unclaimed(remote, key, members, cfg)
+}
+
+/// Suspends or resumes every member of group `tpn` (`tpg-set`).
+pub(crate) fn tpg_set(dev: u32, tpn: u32, change: crate::ub_net::TpChange) -> Result<(), Refusal> {
+    find(dev)?.group_change(tpn, change)
+}
+
+/// Tears every member of group `tpn` down (`tpg-del`).
+pub(crate) fn tpg_del(dev: u32, tpn: u32) -> Result<(), Refusal> {
+    find(dev)?.group_delete(tpn)
 }
 
 /// Sets the NPI.

@@ -283,6 +283,64 @@ pub(crate) struct TpEvent {
     pub(crate) error: u32,
 }
 
+/// Most members of a TP Channel Group (the spec's `members` check).
+pub(crate) const MAX_MEMBERS: usize = crate::group::MAX_MEMBERS as usize;
+
+/// One TP Channel Group as the `tpg-get` reply shows it, copied by
+/// `Net::tpg_snapshots` under the endpoint's lock and each member's.
+#[derive(Clone, Copy)]
+pub(crate) struct TpgSnapshot {
+    /// Index of the group's device.
+    pub(crate) dev_index: u32,
+    /// What the group's notifications carry too.
+    pub(crate) id: TpgEvent,
+    /// Bound to a file (a group made by `tpg-new` waits unclaimed).
+    pub(crate) claimed: bool,
+    /// Messages received by the members and not yet read.
+    pub(crate) rx_queued: u32,
+    /// The members' transport counters, summed (`ChannelCounters::add`).
+    pub(crate) counters: ChannelCounters,
+    /// Messages the user sent, over every member.
+    pub(crate) tx_messages: u64,
+    /// Of those, messages acknowledged.
+    pub(crate) tx_acked: u64,
+    /// Whole messages received, over every member.
+    pub(crate) rx_messages: u64,
+    /// The members in key order; the first `id.members` are in use.
+    pub(crate) member: [TpgMember; MAX_MEMBERS],
+}
+
+impl TpgSnapshot {
+    /// The members in use.
+    pub(crate) fn members(&self) -> &[TpgMember] {
+        self.member
+            .get(..usize::try_from(self.id.members).unwrap_or(0))
+            .unwrap_or(&self.member)
+    }
+}
+
+/// One member of a [`TpgSnapshot`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct TpgMember {
+    /// The member channel's identity and state.
+    pub(crate) id: TpEvent,
+    /// The peer's TPN (0 until the setup told it).
+    pub(crate) peer_tpn: u32,
+}
+
+/// A TP Channel Group's identity and state: a `tpg-change-ntf`, and the
+/// head of a [`TpgSnapshot`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct TpgEvent {
+    /// The group as a channel: the first member's TPN (the group's name),
+    /// the peer, the group's key (its first member's), the group's state
+    /// (RTS once every member is, ERR once one failed), `closed` once the
+    /// group ended, and the first member error.
+    pub(crate) head: TpEvent,
+    /// Number of members.
+    pub(crate) members: u32,
+}
+
 /// Why a `port-change-ntf` was sent (the spec's `port-event`).
 // The driver sends link-up and link-down so far; the other kinds are the
 // spec's, kept for the port events not yet announced.
@@ -372,6 +430,8 @@ pub(crate) enum Field {
     LbKey,
     /// `send-window` of a TP Channel.
     SendWindow,
+    /// `members` of a TP Channel Group.
+    Members,
 }
 
 /// Why a request was refused. Nothing has changed when one is returned.
@@ -428,6 +488,15 @@ impl Refusal {
             Field::Tpn,
             ENOENT,
             c"the device has no TP Channel with this TPN",
+        )
+    }
+
+    /// No TP Channel Group whose first member has that TPN on the device.
+    pub(crate) const fn no_group() -> Self {
+        Self::of(
+            Field::Tpn,
+            ENOENT,
+            c"the device has no TP Channel Group whose first member has this TPN",
         )
     }
 }

@@ -181,6 +181,66 @@ static const struct nla_policy ub_tp_del_nl_policy[UB_A_TP_TPN + 1] = {
 	[UB_A_TP_TPN] = { .type = NLA_U32, },
 };
 
+/* UB_CMD_TPG_GET - do */
+static const struct nla_policy ub_tpg_get_do_nl_policy[UB_A_TP_TPN + 1] = {
+	[UB_A_TP_DEV_INDEX] = { .type = NLA_U32, },
+	[UB_A_TP_TPN] = { .type = NLA_U32, },
+};
+
+/* UB_CMD_TPG_GET - dump */
+static const struct nla_policy ub_tpg_get_dump_nl_policy[UB_A_TP_DEV_INDEX + 1] = {
+	[UB_A_TP_DEV_INDEX] = { .type = NLA_U32, },
+};
+
+/* UB_CMD_TPG_NEW - do */
+static const struct nla_policy ub_tpg_new_nl_policy[UB_A_TP_MEMBERS + 1] = {
+	[UB_A_TP_DEV_INDEX] = { .type = NLA_U32, },
+	[UB_A_TP_PEER] = NLA_POLICY_NESTED(ub_addr_nl_policy),
+	[UB_A_TP_KEY] = { .type = NLA_U32, },
+	[UB_A_TP_MODE] = NLA_POLICY_MAX(NLA_U32, 1),
+	[UB_A_TP_FAST_RETRANSMIT] = NLA_POLICY_MAX(NLA_U8, 1),
+	[UB_A_TP_MTU] = NLA_POLICY_RANGE(NLA_U32, 256, 4096),
+	[UB_A_TP_TRANSPORT] = NLA_POLICY_MAX(NLA_U32, 1),
+	[UB_A_TP_OOO_WINDOW] = NLA_POLICY_RANGE(NLA_U32, 128, 2048),
+	[UB_A_TP_RTO_STATIC_US] = NLA_POLICY_FULL_RANGE(NLA_U32, &ub_a_tp_rto_static_us_range),
+	[UB_A_TP_RTO_BASE_US] = NLA_POLICY_FULL_RANGE(NLA_U32, &ub_a_tp_rto_base_us_range),
+	[UB_A_TP_RTO_N] = { .type = NLA_U8, },
+	[UB_A_TP_RETRY_LIMIT] = { .type = NLA_U8, },
+	[UB_A_TP_CC] = NLA_POLICY_MAX(NLA_U32, 2),
+	[UB_A_TP_LOAD_BALANCE] = NLA_POLICY_MAX(NLA_U32, 1),
+	[UB_A_TP_LB_RANGE] = NLA_POLICY_MAX(NLA_U8, 14),
+	[UB_A_TP_LB_KEY] = NLA_POLICY_FULL_RANGE(NLA_U32, &ub_a_tp_lb_key_range),
+	[UB_A_TP_SEND_WINDOW] = NLA_POLICY_FULL_RANGE(NLA_U32, &ub_a_tp_send_window_range),
+	[UB_A_TP_MEMBERS] = NLA_POLICY_RANGE(NLA_U32, 2, 8),
+};
+
+/* UB_CMD_TPG_SET - do */
+static const struct nla_policy ub_tpg_set_nl_policy[UB_A_TP_SEND_WINDOW + 1] = {
+	[UB_A_TP_DEV_INDEX] = { .type = NLA_U32, },
+	[UB_A_TP_TPN] = { .type = NLA_U32, },
+	[UB_A_TP_STATE] = NLA_POLICY_MAX(NLA_U32, 5),
+	[UB_A_TP_MODE] = NLA_POLICY_MAX(NLA_U32, 1),
+	[UB_A_TP_FAST_RETRANSMIT] = NLA_POLICY_MAX(NLA_U8, 1),
+	[UB_A_TP_MTU] = NLA_POLICY_RANGE(NLA_U32, 256, 4096),
+	[UB_A_TP_TRANSPORT] = NLA_POLICY_MAX(NLA_U32, 1),
+	[UB_A_TP_OOO_WINDOW] = NLA_POLICY_RANGE(NLA_U32, 128, 2048),
+	[UB_A_TP_RTO_STATIC_US] = NLA_POLICY_FULL_RANGE(NLA_U32, &ub_a_tp_rto_static_us_range),
+	[UB_A_TP_RTO_BASE_US] = NLA_POLICY_FULL_RANGE(NLA_U32, &ub_a_tp_rto_base_us_range),
+	[UB_A_TP_RTO_N] = { .type = NLA_U8, },
+	[UB_A_TP_RETRY_LIMIT] = { .type = NLA_U8, },
+	[UB_A_TP_CC] = NLA_POLICY_MAX(NLA_U32, 2),
+	[UB_A_TP_LOAD_BALANCE] = NLA_POLICY_MAX(NLA_U32, 1),
+	[UB_A_TP_LB_RANGE] = NLA_POLICY_MAX(NLA_U8, 14),
+	[UB_A_TP_LB_KEY] = NLA_POLICY_FULL_RANGE(NLA_U32, &ub_a_tp_lb_key_range),
+	[UB_A_TP_SEND_WINDOW] = NLA_POLICY_FULL_RANGE(NLA_U32, &ub_a_tp_send_window_range),
+};
+
+/* UB_CMD_TPG_DEL - do */
+static const struct nla_policy ub_tpg_del_nl_policy[UB_A_TP_TPN + 1] = {
+	[UB_A_TP_DEV_INDEX] = { .type = NLA_U32, },
+	[UB_A_TP_TPN] = { .type = NLA_U32, },
+};
+
 /* Ops table for ub */
 static const struct genl_split_ops ub_nl_ops[] = {
 	{
@@ -297,6 +357,41 @@ static const struct genl_split_ops ub_nl_ops[] = {
 		.cmd		= UB_CMD_TP_DEL,
 		.doit		= ub_nl_tp_del_doit,
 		.policy		= ub_tp_del_nl_policy,
+		.maxattr	= UB_A_TP_TPN,
+		.flags		= GENL_ADMIN_PERM | GENL_CMD_CAP_DO,
+	},
+	{
+		.cmd		= UB_CMD_TPG_GET,
+		.doit		= ub_nl_tpg_get_doit,
+		.policy		= ub_tpg_get_do_nl_policy,
+		.maxattr	= UB_A_TP_TPN,
+		.flags		= GENL_CMD_CAP_DO,
+	},
+	{
+		.cmd		= UB_CMD_TPG_GET,
+		.dumpit		= ub_nl_tpg_get_dumpit,
+		.policy		= ub_tpg_get_dump_nl_policy,
+		.maxattr	= UB_A_TP_DEV_INDEX,
+		.flags		= GENL_CMD_CAP_DUMP,
+	},
+	{
+		.cmd		= UB_CMD_TPG_NEW,
+		.doit		= ub_nl_tpg_new_doit,
+		.policy		= ub_tpg_new_nl_policy,
+		.maxattr	= UB_A_TP_MEMBERS,
+		.flags		= GENL_ADMIN_PERM | GENL_CMD_CAP_DO,
+	},
+	{
+		.cmd		= UB_CMD_TPG_SET,
+		.doit		= ub_nl_tpg_set_doit,
+		.policy		= ub_tpg_set_nl_policy,
+		.maxattr	= UB_A_TP_SEND_WINDOW,
+		.flags		= GENL_ADMIN_PERM | GENL_CMD_CAP_DO,
+	},
+	{
+		.cmd		= UB_CMD_TPG_DEL,
+		.doit		= ub_nl_tpg_del_doit,
+		.policy		= ub_tpg_del_nl_policy,
 		.maxattr	= UB_A_TP_TPN,
 		.flags		= GENL_ADMIN_PERM | GENL_CMD_CAP_DO,
 	},

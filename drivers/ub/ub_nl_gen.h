@@ -32,6 +32,11 @@ int ub_nl_tp_get_dumpit(struct sk_buff *skb, struct netlink_callback *cb);
 int ub_nl_tp_new_doit(struct sk_buff *skb, struct genl_info *info);
 int ub_nl_tp_set_doit(struct sk_buff *skb, struct genl_info *info);
 int ub_nl_tp_del_doit(struct sk_buff *skb, struct genl_info *info);
+int ub_nl_tpg_get_doit(struct sk_buff *skb, struct genl_info *info);
+int ub_nl_tpg_get_dumpit(struct sk_buff *skb, struct netlink_callback *cb);
+int ub_nl_tpg_new_doit(struct sk_buff *skb, struct genl_info *info);
+int ub_nl_tpg_set_doit(struct sk_buff *skb, struct genl_info *info);
+int ub_nl_tpg_del_doit(struct sk_buff *skb, struct genl_info *info);
 
 enum {
 	UB_NLGRP_MONITOR,

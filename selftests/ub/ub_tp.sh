@@ -263,6 +263,67 @@ tpg_stream() {
 }
 t_tpg_sr() { tpg_stream 120 --retransmit sr; }
 t_tpg_gbn() { tpg_stream 130 --retransmit gbn; }
+# A group made with ubctl (netlink tpg-new), under the faults: vm1 opens a
+# group of 4 sprayed channels to vm0 (keys 140..143); it waits in vm1's
+# tables, unclaimed, its members reach RTS with vm0's endpoint (which
+# accepts each for a binder). ubctl tpg show lists it with its members;
+# a group over keys it holds is refused (EEXIST, naming tp.key) and makes
+# nothing; tpg set suspends and resumes every member. Then ub-tp send
+# --members 4 (a connecting group bind) claims it, and vm0's ub-tp recv
+# --members 4 checks every message arrives once, in order, intact.
+TPG_KEY=140
+tpg_keys() {
+	grep -o '"key":[0-9]*' | cut -d: -f2 | tr '\n' ' '
+}
+t_tpg_add() {
+	saved=$SIZES
+	SIZES=1-1048568
+	if [ "$guest" = 0 ]; then
+		stream $TPG_KEY --members 4 --per-packet --retransmit sr
+		rc=$?
+		SIZES=$saved
+		return $rc
+	fi
+	rc=1
+	if g=$("$UBCTL" tpg add 0 remote "$them" key $TPG_KEY members 4 retransmit sr \
+		fast-retransmit off lb per-packet 2>&1) &&
+		echo "# ubctl tpg add: group $g" &&
+		tpg_wait "$g" '"state":"rts"' &&
+		tpg_json "$g" | sed 's/^/# made: /' &&
+		tpg_json "$g" | grep '"claimed":0' | grep -q '"members":4' &&
+		[ "$(tpg_json "$g" | tpg_keys)" = "$TPG_KEY 140 141 142 143 " ] &&
+		tpg_overlap "$g" &&
+		"$UBCTL" tpg set 0 "$g" state suspended && tpg_wait "$g" '"state":"suspended"' &&
+		"$UBCTL" tpg set 0 "$g" state rts && tpg_wait "$g" '"state":"rts"'; then
+		# Claimed while the stream runs (the watcher's verdict in
+		# /tmp/ub-tpg-claimed).
+		( tpg_wait "$g" '"claimed":1' > /dev/null && touch /tmp/ub-tpg-claimed ) &
+		watch=$!
+		rm -f /tmp/ub-tpg-claimed
+		stream $TPG_KEY --members 4 --per-packet --retransmit sr
+		rc=$?
+		wait $watch
+		[ -e /tmp/ub-tpg-claimed ] || { echo "# group $g never shown claimed"; rc=1; }
+		grep -Eq "error [0-9]+ tpn $g .*members 4" /tmp/ub-tp.out || { echo "# ub-tp did not bind group $g"; rc=1; }
+	else
+		echo "# $g"
+	fi
+	SIZES=$saved
+	return $rc
+}
+# tpg_overlap GROUP: a group over keys 142..143 overlaps GROUP's members:
+# refused with EEXIST naming tp.key, and no channel made.
+tpg_overlap() {
+	before=$("$UBCTL" -j tp show 0 | grep -o '"tpn":' | wc -l)
+	if "$UBCTL" tpg add 0 remote "$them" key 142 members 2 > /tmp/ub-tpg-err.out 2>&1; then
+		echo "# ubctl tpg add over group $1's keys succeeded"
+		return 1
+	fi
+	sed 's/^/# /' /tmp/ub-tpg-err.out
+	after=$("$UBCTL" -j tp show 0 | grep -o '"tpn":' | wc -l)
+	grep -q "exists already" /tmp/ub-tpg-err.out && grep -q "tp.key" /tmp/ub-tpg-err.out &&
+		[ "$before" = "$after" ]
+}
 # Forged packets towards a live channel (issue 11, acceptance 6): while
 # vm1 streams to vm0, vm0 reads its channel's TPN and the peer's from
 # ubctl tp show and asks the host (ub-fabric forge, Documentation/ub/
@@ -362,17 +423,65 @@ t_tp_unknown() {
 tp_json() {
 	"$UBCTL" -j tp show 0 "$1" 2> /dev/null
 }
-# tp_wait TPN PATTERN: up to 5 s for the channel's JSON to match.
-tp_wait() {
+tpg_json() {
+	"$UBCTL" -j tpg show 0 "$1" 2> /dev/null
+}
+# obj_wait tp|tpg TPN PATTERN: up to 5 s for the channel's (or the group's)
+# JSON to match.
+obj_wait() {
 	i=0
-	until tp_json "$1" | grep -q "$2"; do
+	until "${1}_json" "$2" | grep -q "$3"; do
 		i=$((i + 1))
 		if [ $i -gt 50 ]; then
-			echo "# channel $1 never matched $2: $(tp_json "$1")"
+			echo "# $1 $2 never matched $3: $("${1}_json" "$2")"
 			return 1
 		fi
 		sleep 0.1
 	done
+}
+tp_wait() { obj_wait tp "$@"; }
+tpg_wait() { obj_wait tpg "$@"; }
+# obj_gone tp|tpg TPN: up to 5 s for the channel (or group) to leave the
+# table.
+obj_gone() {
+	i=0
+	while "${1}_json" "$2" > /dev/null; do
+		i=$((i + 1))
+		[ $i -le 50 ] || { echo "# $1 $2 still listed: $("${1}_json" "$2")"; return 1; }
+		sleep 0.1
+	done
+}
+# del_writer tp|tpg TPN KEY [ARGS...]: vm1 streams KEY into the channel (or
+# group) TPN it made, and tears it down mid-stream once a bind claimed it:
+# the writer must fail with ECONNABORTED, and TPN leave the table.
+del_writer() {
+	obj=$1
+	id=$2
+	key=$3
+	shift 3
+	"$UBTP" send --dev 0 --to "$them" --key "$key" --count 100000 --sizes 4096 --seed "$key" \
+		--timeout-ms 60000 "$@" > /tmp/ub-tp.out 2>&1 &
+	snd=$!
+	sleep 2
+	obj_wait "$obj" "$id" '"claimed":1' && "$UBCTL" "$obj" del 0 "$id"
+	del=$?
+	wait "$snd"
+	rc=$?
+	sed 's/^/# /' /tmp/ub-tp.out | tail -3
+	obj_gone "$obj" "$id" && [ $del -eq 0 ] && [ $rc -ne 0 ] && grep -q ECONNABORTED /tmp/ub-tp.out
+}
+# del_reader KEY [ARGS...]: vm0 reads the stream KEY that vm1 tears down
+# mid-stream: the reader must end (not time out) with an error or the end,
+# after intact messages only, in order, each once.
+del_reader() {
+	key=$1
+	shift
+	timeout 40 "$UBTP" recv --dev 0 --from "$them" --key "$key" --count 100000 --sizes 4096 \
+		--seed "$key" --timeout-ms 60000 "$@" > /tmp/ub-tp.out 2>&1
+	rc=$?
+	sed 's/^/# /' /tmp/ub-tp.out | tail -3
+	[ $rc -ne 0 ] && [ $rc -ne 124 ] &&
+		! grep -Eq "corrupt [1-9]|out-of-order [1-9]|duplicates [1-9]" /tmp/ub-tp.out
 }
 t_tp_add() {
 	saved="$COUNT $SIZES"
@@ -426,31 +535,34 @@ t_tp_add_listen() {
 }
 t_tp_del() {
 	if [ "$guest" = 0 ]; then
-		timeout 40 "$UBTP" recv --dev 0 --from "$them" --key 114 --count 100000 --sizes 4096 \
-			--seed 114 --timeout-ms 60000 > /tmp/ub-tp.out 2>&1
-		rc=$?
-		sed 's/^/# /' /tmp/ub-tp.out | tail -3
-		[ $rc -ne 0 ] && [ $rc -ne 124 ] &&
-			! grep -Eq "corrupt [1-9]|out-of-order [1-9]|duplicates [1-9]" /tmp/ub-tp.out
+		del_reader 114
 		return
 	fi
 	tpn=$("$UBCTL" tp add 0 remote "$them" key 114) || return 1
-	"$UBTP" send --dev 0 --to "$them" --key 114 --count 100000 --sizes 4096 --seed 114 \
-		--timeout-ms 60000 > /tmp/ub-tp.out 2>&1 &
-	snd=$!
-	sleep 2
-	tp_wait "$tpn" '"claimed":1' && "$UBCTL" tp del 0 "$tpn"
-	del=$?
-	wait "$snd"
+	del_writer tp "$tpn" 114
+}
+# A group made with ubctl is torn down mid-stream with ubctl tpg del (keys
+# 150..153): vm1's writer fails with ECONNABORTED, vm0's reader gets
+# intact messages only, in order, then an error or the end; the group is
+# gone from vm1's table, and ubctl monitor saw it reach RTS and end
+# (tpg-change-ntf).
+t_tpg_del() {
+	if [ "$guest" = 0 ]; then
+		del_reader 150 --members 4
+		return
+	fi
+	"$UBCTL" -j monitor > /tmp/ub-tpg-mon.out 2>&1 &
+	mon=$!
+	sleep 0.5
+	g=$("$UBCTL" tpg add 0 remote "$them" key 150 members 4) || { kill $mon; return 1; }
+	del_writer tpg "$g" 150 --members 4
 	rc=$?
-	sed 's/^/# /' /tmp/ub-tp.out | tail -3
-	i=0
-	while tp_json "$tpn" > /dev/null; do
-		i=$((i + 1))
-		[ $i -le 50 ] || { echo "# channel $tpn still listed: $(tp_json "$tpn")"; return 1; }
-		sleep 0.1
-	done
-	[ $del -eq 0 ] && [ $rc -ne 0 ] && grep -q ECONNABORTED /tmp/ub-tp.out
+	kill $mon 2> /dev/null
+	wait $mon 2> /dev/null
+	grep '"object":"tpg"' /tmp/ub-tpg-mon.out | sed 's/^/# monitor: /' | head -n 10
+	ntf="\"object\":\"tpg\",\"dev-index\":0,\"tpn\":$g,"
+	[ $rc -eq 0 ] && grep "$ntf" /tmp/ub-tpg-mon.out | grep -q '"state":"rts"' &&
+		grep "$ntf" /tmp/ub-tpg-mon.out | grep -q '"state":"closed"'
 }
 # vm1's plane 1 is pulled while the stream runs (faults off): the channel
 # carries on over plane 0 (the endpoint leaves the down port out of its
@@ -537,7 +649,7 @@ t_link_retries() {
 	[ "$n" -gt "$retries_before" ]
 }
 
-ktap_set_plan 27
+ktap_set_plan 29
 ktap_test_result "insmod ub.ko" insmod "$MODULE"
 ktap_test_result "links up, address and route configured" t_config
 ktap_test_result "the peer answers" t_peer
@@ -550,6 +662,7 @@ ktap_test_result "selective, fast retransmit: exactly once, intact" t_sr_fast
 ktap_test_result "selective, fast retransmit, both ends in poll(): exactly once, intact" t_poll
 ktap_test_result "TP Channel Group of 4, per-packet spraying, selective: exactly once, in order, intact" t_tpg_sr
 ktap_test_result "TP Channel Group of 4, per-packet spraying, Go-Back-N: exactly once, in order, intact" t_tpg_gbn
+ktap_test_result "ubctl tpg add: group of 4 listed, overlap refused, suspend/resume, claimed by ub-tp send --members 4" t_tpg_add
 ktap_test_result "ubctl tp show: the stream's channel in RTS, packets counted; monitor saw it close" t_tp_netlink
 ktap_test_result "ubctl tp show of an unknown TPN fails, naming it" t_tp_unknown
 ktap_test_result "link retries on this guest's links" t_link_retries
@@ -558,6 +671,7 @@ ktap_test_result "forged packets to a live channel: wrong source counted, far PS
 ktap_test_result "ubctl tp add: non-default attributes agreed, suspend/resume, claimed by ub-tp send" t_tp_add
 ktap_test_result "ubctl tp add, then a listen bind claims the channel" t_tp_add_listen
 ktap_test_result "ubctl tp del mid-stream: writer gets ECONNABORTED, channel gone" t_tp_del
+ktap_test_result "ubctl tpg del mid-stream: writer gets ECONNABORTED, group gone, monitor saw it" t_tpg_del
 ktap_test_result "the sender closed before the receiver bound: every message still read" t_late_reader
 ktap_test_result "in-kernel API: samples/ub/ub_echo.ko echoes 50 messages to vm1, intact" t_kernel_echo
 ktap_test_result "plane 1 of vm1 pulled mid-stream: nothing lost" t_plane_down

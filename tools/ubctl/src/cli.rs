@@ -166,6 +166,13 @@ pub enum Object {
         #[command(subcommand)]
         cmd: TpCmd,
     },
+    /// TP Channel Groups of the controllers: several channels to one peer
+    /// as one.
+    Tpg {
+        /// What to do.
+        #[command(subcommand)]
+        cmd: TpgCmd,
+    },
     /// Send echo requests over UTP and summarise the replies.
     Ping(PingArgs),
     /// Print port events (link up/down, retrain, errors) and TP Channel
@@ -268,6 +275,55 @@ pub enum TpCmd {
     },
 }
 
+/// `tpg` commands. A group is named by the TPN of its first member.
+#[derive(Debug, Subcommand)]
+pub enum TpgCmd {
+    /// Show a TP Channel Group (by its first member's TPN), the groups of
+    /// a device, or every group.
+    Show {
+        /// Device index or PCI name.
+        #[arg(value_parser = parse_dev)]
+        dev: Option<DevArg>,
+        /// TPN of the group's first member.
+        #[arg(value_parser = parse_tpn)]
+        tpn: Option<u32>,
+    },
+    /// Open a group of channels (keys K, K+1, ...), held by the device
+    /// until a group bind of the same peer, key and members claims it;
+    /// prints its first member's TPN: DEV remote ADDR key K members N and
+    /// tp add's settings, applied to every member.
+    Add {
+        /// Device index or PCI name.
+        #[arg(value_parser = parse_dev)]
+        dev: DevArg,
+        /// Settings, iproute2 style.
+        #[arg(num_args = 1.., required = true, value_name = "SETTING")]
+        settings: Vec<String>,
+    },
+    /// Change every member of a live group: DEV TPN state suspended|rts.
+    Set {
+        /// Device index or PCI name.
+        #[arg(value_parser = parse_dev)]
+        dev: DevArg,
+        /// TPN of the group's first member.
+        #[arg(value_parser = parse_tpn)]
+        tpn: u32,
+        /// Settings, iproute2 style.
+        #[arg(num_args = 1.., required = true, value_name = "SETTING")]
+        settings: Vec<String>,
+    },
+    /// Tear every member of a group down (whoever holds it; its file gets
+    /// ECONNABORTED).
+    Del {
+        /// Device index or PCI name.
+        #[arg(value_parser = parse_dev)]
+        dev: DevArg,
+        /// TPN of the group's first member.
+        #[arg(value_parser = parse_tpn)]
+        tpn: u32,
+    },
+}
+
 /// Smallest and largest transport MTU (`tp.mtu` `checks`).
 pub const TP_MTU_MIN: u32 = 256;
 /// Largest transport MTU.
@@ -310,17 +366,58 @@ fn in_range<T: PartialOrd + std::fmt::Display>(kw: &str, v: T, lo: T, hi: T) -> 
     Ok(v)
 }
 
+/// Fewest members of a TP Channel Group (`tp.members` `checks: min`).
+pub const TPG_MEMBERS_MIN: u32 = 2;
+/// Most members of a TP Channel Group (`tp.members` `checks: max`).
+pub const TPG_MEMBERS_MAX: u32 = 8;
+
+/// What `tpg add` was given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TpgAdd {
+    /// The peer, the key of the first member, and every member's
+    /// attributes.
+    pub channel: TpAdd,
+    /// Number of members (member `i` is channel `key + i`).
+    pub members: u32,
+}
+
 /// Parse `tp add`'s settings. Each value is checked against the spec's
 /// range; the rules between values (fast retransmit with per-packet load
 /// balancing, the MTU the ports carry, ...) are the kernel's, whose
 /// extended ACK says which one a request breaks.
 pub fn parse_tp_add(args: &[String]) -> Result<TpAdd, String> {
+    parse_channel("tp add", args, None)
+}
+
+/// Parse `tpg add`'s settings: `tp add`'s, and `members N` (required).
+pub fn parse_tpg_add(args: &[String]) -> Result<TpgAdd, String> {
+    let mut members = None;
+    let channel = parse_channel("tpg add", args, Some(&mut members))?;
+    let members = members.ok_or("tpg add needs members N (2-8)")?;
+    Ok(TpgAdd { channel, members })
+}
+
+/// The settings of a channel `what` opens (`tp add`, `tpg add`); `members`
+/// takes `members N` where the command has it.
+fn parse_channel(
+    what: &str,
+    args: &[String],
+    mut members: Option<&mut Option<u32>>,
+) -> Result<TpAdd, String> {
     let mut remote = None;
     let mut key = None;
     let mut c = TpConfig::default();
     let mut it = args.iter().peekable();
     while let Some(a) = it.next() {
         match a.as_str() {
+            "members" if members.is_some() => {
+                let range = format!("{TPG_MEMBERS_MIN}-{TPG_MEMBERS_MAX}");
+                let n = number::<u32>(a, it.next(), &range)?;
+                let n = in_range(a, n, TPG_MEMBERS_MIN, TPG_MEMBERS_MAX)?;
+                if let Some(m) = members.as_deref_mut() {
+                    *m = Some(n);
+                }
+            }
             "remote" => {
                 let v = it.next().ok_or("remote needs an address")?;
                 remote = Some(v.parse::<Address>()?);
@@ -382,7 +479,8 @@ pub fn parse_tp_add(args: &[String]) -> Result<TpAdd, String> {
                             match k {
                                 "base" => {
                                     it.next();
-                                    let range = format!("{TP_RTO_BASE_MIN_US}-{TP_RTO_BASE_MAX_US} us");
+                                    let range =
+                                        format!("{TP_RTO_BASE_MIN_US}-{TP_RTO_BASE_MAX_US} us");
                                     let b = number::<u32>("rto dynamic base", it.next(), &range)?;
                                     base_us = Some(in_range(
                                         "rto dynamic base",
@@ -443,14 +541,15 @@ pub fn parse_tp_add(args: &[String]) -> Result<TpAdd, String> {
                 c.send_window = Some(in_range(a, w, 1, TP_SEND_WINDOW_MAX)?);
             }
             other => {
+                let group = if members.is_some() { "members N, " } else { "" };
                 return Err(format!(
-                    "unknown setting '{other}' (remote ADDR, key K, retransmit gbn|sr, fast-retransmit [on|off], ooo-window N, rto static|dynamic ..., retry-limit N, mtu N, cc none|caqm|ldcp, lb per-flow|per-packet [range LOG2], sport BASE, send-window N)"
-                ))
+                    "unknown setting '{other}' (remote ADDR, key K, {group}retransmit gbn|sr, fast-retransmit [on|off], ooo-window N, rto static|dynamic ..., retry-limit N, mtu N, cc none|caqm|ldcp, lb per-flow|per-packet [range LOG2], sport BASE, send-window N)"
+                ));
             }
         }
     }
-    let remote = remote.ok_or("tp add needs remote ADDR")?;
-    let key = key.ok_or("tp add needs key K")?;
+    let remote = remote.ok_or_else(|| format!("{what} needs remote ADDR"))?;
+    let key = key.ok_or_else(|| format!("{what} needs key K"))?;
     Ok(TpAdd {
         remote,
         key,
@@ -746,6 +845,13 @@ mod tests {
             &["tp", "add", "0", "remote", "10.0.0.1", "key", "7"],
             &["tp", "set", "0", "3", "state", "suspended"],
             &["tp", "del", "0000:00:03.0", "3"],
+            &["-j", "-s", "tpg", "show"],
+            &["tpg", "show", "0", "3"],
+            &[
+                "-j", "tpg", "add", "0", "remote", "10.0.0.1", "key", "7", "members", "4",
+            ],
+            &["tpg", "set", "0", "3", "state", "rts"],
+            &["tpg", "del", "0", "3"],
             &["npi", "set", "0", "mode", "loose", "npi", "0x10"],
             &["completion", "bash"],
         ] {
@@ -779,6 +885,8 @@ mod tests {
             "TPN 'x' is not a number",
         );
         refused(&["tp", "del", "0"], "required");
+        refused(&["tpg", "del", "0"], "required");
+        refused(&["tpg", "show", "0", "x"], "TPN 'x' is not a number");
         let e = parse(&["bogus"]).err().map(|e| e.kind());
         assert_eq!(e, Some(ErrorKind::InvalidSubcommand));
     }
@@ -925,6 +1033,54 @@ mod tests {
         assert!(parse_tp_set(&strings(&[]))
             .unwrap_err()
             .contains("nothing to change"));
+    }
+
+    /// `tpg add` takes `tp add`'s settings and `members N` (2 to 8),
+    /// which it requires; `tp add` knows no `members`.
+    #[test]
+    fn tpg_add_settings() {
+        let g = parse_tpg_add(&strings(&[
+            "remote",
+            "10.0.0.2",
+            "members",
+            "4",
+            "key",
+            "140",
+            "fast-retransmit",
+            "off",
+            "lb",
+            "per-packet",
+        ]))
+        .unwrap();
+        assert_eq!(g.members, 4);
+        assert_eq!(g.channel.key, 140);
+        assert_eq!(g.channel.cfg.fast_retransmit, Some(false));
+        assert_eq!(g.channel.cfg.load_balance, Some(1));
+        for (args, needle) in [
+            (&["remote", "10.0.0.2", "key", "1"][..], "needs members N"),
+            (
+                &["remote", "10.0.0.2", "key", "1", "members", "1"],
+                "out of range (2-8)",
+            ),
+            (
+                &["remote", "10.0.0.2", "key", "1", "members", "x"],
+                "members 'x' out of range (2-8)",
+            ),
+            (&["key", "1", "members", "2"], "tpg add needs remote"),
+            (
+                &["remote", "10.0.0.2", "key", "1", "members", "2", "bogus"],
+                "members N, retransmit",
+            ),
+        ] {
+            let e = parse_tpg_add(&strings(args)).unwrap_err();
+            assert!(e.contains(needle), "{args:?}: {e}");
+        }
+        let e = parse_tp_add(&strings(&[
+            "remote", "10.0.0.2", "key", "1", "members", "2",
+        ]));
+        assert!(
+            e.is_err_and(|e| e.contains("unknown setting 'members'") && !e.contains("members N"))
+        );
     }
 
     #[test]

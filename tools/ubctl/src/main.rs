@@ -16,7 +16,7 @@ use serde_json::Value as Json;
 
 use ubctl::attr::{addr_text, decode_set, Obj, Val};
 use ubctl::cli::{
-    self, AddrCmd, Cli, DevArg, DevCmd, NpiCmd, Object, PingArgs, PortCmd, RouteCmd, TpCmd,
+    self, AddrCmd, Cli, DevArg, DevCmd, NpiCmd, Object, PingArgs, PortCmd, RouteCmd, TpCmd, TpgCmd,
 };
 use ubctl::nl::{Conn, Error as NlError, Incoming, INTERRUPTED};
 use ubctl::ping::{Pinger, Reply};
@@ -94,9 +94,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => Some(cli::parse_tp_add(settings).unwrap_or_else(|e| usage_error(e))),
         _ => None,
     };
+    let tpg_add = match &cli.object {
+        Object::Tpg {
+            cmd: TpgCmd::Add { settings, .. },
+        } => Some(cli::parse_tpg_add(settings).unwrap_or_else(|e| usage_error(e))),
+        _ => None,
+    };
     let tp_state = match &cli.object {
         Object::Tp {
             cmd: TpCmd::Set { settings, .. },
+        }
+        | Object::Tpg {
+            cmd: TpgCmd::Set { settings, .. },
         } => Some(cli::parse_tp_set(settings).unwrap_or_else(|e| usage_error(e))),
         _ => None,
     };
@@ -138,40 +147,41 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Object::Tp {
             cmd: TpCmd::Show { dev, tpn },
         } => {
-            let req = match &dev {
-                None => request::tp_get(None, None),
-                Some(d) => request::tp_get(Some(dev_index(&mut c, d)?), tpn),
-            };
-            let chans = decode_all(&spec::TP, &c.transact(&req)?)?;
-            let chans: Vec<Obj> = chans.iter().map(|t| filter_stats(t, out.stats)).collect();
-            if out.json {
-                out.json(&chans)?;
-            } else {
-                for t in &chans {
-                    println!("{}", reply::tp_text(t));
-                }
-            }
-            Ok(ExitCode::SUCCESS)
+            let d = dev.as_ref().map(|d| dev_index(&mut c, d)).transpose()?;
+            show_tp(&mut c, request::tp_get(d, tpn), reply::tp_text, &out)
+        }
+        Object::Tpg {
+            cmd: TpgCmd::Show { dev, tpn },
+        } => {
+            let d = dev.as_ref().map(|d| dev_index(&mut c, d)).transpose()?;
+            show_tp(&mut c, request::tpg_get(d, tpn), reply::tpg_text, &out)
         }
         Object::Tp {
             cmd: TpCmd::Add { dev, .. },
         } => {
             let d = dev_index(&mut c, &dev)?;
             let a = tp_add.ok_or_else(|| anyhow!("no settings"))?;
-            let replies = c.transact(&request::tp_new(d, a.remote, a.key, &a.cfg))?;
-            let made = decode_all(&spec::TP, &replies)?;
-            let made = made
-                .first()
-                .ok_or_else(|| anyhow!("tp-new answered without the channel's TPN"))?;
-            if out.json {
-                out.json(made)?;
-            } else {
-                let tpn = made
-                    .uint("tpn")
-                    .ok_or_else(|| anyhow!("tp-new answered without the channel's TPN"))?;
-                println!("{tpn}");
-            }
-            Ok(ExitCode::SUCCESS)
+            let req = request::tp_new(d, a.remote, a.key, &a.cfg);
+            add_tp(
+                &mut c,
+                &req,
+                "tp-new answered without the channel's TPN",
+                &out,
+            )
+        }
+        Object::Tpg {
+            cmd: TpgCmd::Add { dev, .. },
+        } => {
+            let d = dev_index(&mut c, &dev)?;
+            let g = tpg_add.ok_or_else(|| anyhow!("no settings"))?;
+            let a = g.channel;
+            let req = request::tpg_new(d, a.remote, a.key, g.members, &a.cfg);
+            add_tp(
+                &mut c,
+                &req,
+                "tpg-new answered without the group's TPN",
+                &out,
+            )
         }
         Object::Tp {
             cmd: TpCmd::Set { dev, tpn, .. },
@@ -186,6 +196,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let d = dev_index(&mut c, &dev)?;
             c.transact(&request::tp_del(d, tpn))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Object::Tpg {
+            cmd: TpgCmd::Set { dev, tpn, .. },
+        } => {
+            let d = dev_index(&mut c, &dev)?;
+            let state = tp_state.ok_or_else(|| anyhow!("no settings"))?;
+            c.transact(&request::tpg_set_state(d, tpn, state))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Object::Tpg {
+            cmd: TpgCmd::Del { dev, tpn },
+        } => {
+            let d = dev_index(&mut c, &dev)?;
+            c.transact(&request::tpg_del(d, tpn))?;
             Ok(ExitCode::SUCCESS)
         }
         Object::Port {
@@ -290,6 +315,44 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
+/// `tp show` and `tpg show`: the channels or groups `req` gets, each as
+/// `text` lays it out, or JSON.
+fn show_tp(
+    c: &mut Conn,
+    req: ubctl::nl::Request,
+    text: fn(&Obj) -> String,
+    out: &Out,
+) -> Result<ExitCode> {
+    let all = decode_all(&spec::TP, &c.transact(&req)?)?;
+    let all: Vec<Obj> = all.iter().map(|t| filter_stats(t, out.stats)).collect();
+    if out.json {
+        out.json(&all)?;
+    } else {
+        for t in &all {
+            println!("{}", text(t));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `tp add` and `tpg add`: sends `req` and prints the TPN it answers (a
+/// group's is its first member's), or with `-j` the whole answer.
+fn add_tp(
+    c: &mut Conn,
+    req: &ubctl::nl::Request,
+    no_tpn: &'static str,
+    out: &Out,
+) -> Result<ExitCode> {
+    let made = decode_all(&spec::TP, &c.transact(req)?)?;
+    let made = made.first().ok_or_else(|| anyhow!(no_tpn))?;
+    if out.json {
+        out.json(made)?;
+    } else {
+        println!("{}", made.uint("tpn").ok_or_else(|| anyhow!(no_tpn))?);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// The devices, one (by index or name) or all.
 fn devices(c: &mut Conn, dev: Option<&DevArg>) -> Result<Vec<Obj>> {
     let req = match dev {
@@ -385,26 +448,27 @@ fn monitor(c: &mut Conn, count: Option<u64>, out: &Out) -> Result<ExitCode> {
         for m in msgs {
             match m {
                 Incoming::Genl { cmd: c_, attrs, .. }
-                    if c_ == cmd::PORT_CHANGE_NTF || c_ == cmd::TP_CHANGE_NTF =>
+                    if c_ == cmd::PORT_CHANGE_NTF
+                        || c_ == cmd::TP_CHANGE_NTF
+                        || c_ == cmd::TPG_CHANGE_NTF =>
                 {
-                    let (ev, text) = if c_ == cmd::PORT_CHANGE_NTF {
+                    let (kind, ev, text) = if c_ == cmd::PORT_CHANGE_NTF {
                         let ev = filter_stats(&decode_set(&spec::PORT, &attrs)?, out.stats);
                         let text = reply::event_text(&ev);
-                        (ev, text)
-                    } else {
+                        ("port", ev, text)
+                    } else if c_ == cmd::TP_CHANGE_NTF {
                         let ev = decode_set(&spec::TP, &attrs)?;
                         let text = reply::tp_event_text(&ev);
-                        (ev, text)
+                        ("tp", ev, text)
+                    } else {
+                        let ev = decode_set(&spec::TP, &attrs)?;
+                        let text = reply::tpg_event_text(&ev);
+                        ("tpg", ev, text)
                     };
                     let mut o = std::io::stdout().lock();
                     if out.json {
                         // One object per line, even with -p, so a reader can
                         // split events by line; the object says its kind.
-                        let kind = if c_ == cmd::PORT_CHANGE_NTF {
-                            "port"
-                        } else {
-                            "tp"
-                        };
                         writeln!(o, "{}", reply::event_json(kind, &ev)?)?;
                     } else {
                         writeln!(o, "{text}")?;

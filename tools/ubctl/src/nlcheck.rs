@@ -164,20 +164,12 @@ fn tp_new(d: u32, more: Vec<Attr>) -> Request {
 /// unknown channels. None may create a channel (the state comparison
 /// counts the channels to the batch's peers).
 fn tp_cases(d: u32) -> Vec<Case> {
-    use libc::{EINVAL, ENOENT, EOPNOTSUPP};
+    use libc::{EINVAL, EOPNOTSUPP};
     let peer = || Attr::nest(tp::PEER, Address::V4(SPARE_IPV4).attrs());
     let key = || Attr::u32(tp::KEY, SPARE_KEY);
     let on = |id| Attr::u8(id, 1);
     let per_packet = || Attr::u32(tp::LOAD_BALANCE, crate::spec::load_balance::PER_PACKET);
-    let chan = |c, more: Vec<Attr>| {
-        let mut attrs = vec![Attr::u32(tp::DEV_INDEX, d), Attr::u32(tp::TPN, NO_TPN)];
-        attrs.extend(more);
-        req(c, attrs)
-    };
-    let state = |s| Attr::u32(tp::STATE, s);
-    const RTS: u32 = 2;
-    const ERR: u32 = 4;
-    vec![
+    let mut v = vec![
         case(
             "tp-new without tp.dev-index",
             req(cmd::TP_NEW, vec![peer(), key()]),
@@ -302,41 +294,64 @@ fn tp_cases(d: u32) -> Vec<Case> {
             ),
             rule(EINVAL, "RTP needs", Some("tp.peer")),
         ),
+    ];
+    v.extend(set_del_cases(
+        d,
+        "tp",
+        [cmd::TP_SET, cmd::TP_DEL],
+        "no TP Channel with this TPN",
+    ));
+    v
+}
+
+/// The `OP-set` and `OP-del` cases (`tp` or `tpg`, commands `set_del`) of
+/// the channel or group [`NO_TPN`] names (`no_such`: the refusal of
+/// `OP-del`'s): a missing TPN or device, values outside the policy, a
+/// state that cannot be set, an attribute fixed at setup, nothing to set.
+fn set_del_cases(d: u32, op: &str, [set, del]: [u8; 2], no_such: &'static str) -> Vec<Case> {
+    use libc::{EINVAL, ENOENT, EOPNOTSUPP};
+    let named = |c, more: Vec<Attr>| {
+        let mut attrs = vec![Attr::u32(tp::DEV_INDEX, d), Attr::u32(tp::TPN, NO_TPN)];
+        attrs.extend(more);
+        req(c, attrs)
+    };
+    let state = |s| Attr::u32(tp::STATE, s);
+    const RTS: u32 = 2;
+    const ERR: u32 = 4;
+    let on_no_dev = |c, more: Vec<Attr>| {
+        let mut attrs = vec![Attr::u32(tp::DEV_INDEX, NO_DEV), Attr::u32(tp::TPN, 1)];
+        attrs.extend(more);
+        req(c, attrs)
+    };
+    vec![
         case(
-            "tp-set without tp.tpn",
-            req(cmd::TP_SET, vec![Attr::u32(tp::DEV_INDEX, d), state(RTS)]),
+            &format!("{op}-set without tp.tpn"),
+            req(set, vec![Attr::u32(tp::DEV_INDEX, d), state(RTS)]),
             missing("tp.tpn"),
         ),
         case(
-            "tp-set unknown device",
-            req(
-                cmd::TP_SET,
-                vec![
-                    Attr::u32(tp::DEV_INDEX, NO_DEV),
-                    Attr::u32(tp::TPN, 1),
-                    state(RTS),
-                ],
-            ),
+            &format!("{op}-set unknown device"),
+            on_no_dev(set, vec![state(RTS)]),
             bad("tp.dev-index"),
         ),
         case(
-            "tp-set unknown TPN",
-            chan(cmd::TP_SET, vec![state(RTS)]),
+            &format!("{op}-set unknown TPN"),
+            named(set, vec![state(RTS)]),
             bad("tp.tpn"),
         ),
         case(
-            "tp-set state 6 (past enum tp-state)",
-            chan(cmd::TP_SET, vec![Attr::u32(tp::STATE, 6)]),
+            &format!("{op}-set state 6 (past enum tp-state)"),
+            named(set, vec![Attr::u32(tp::STATE, 6)]),
             bad("tp.state"),
         ),
         case(
-            "tp-set state err",
-            chan(cmd::TP_SET, vec![state(ERR)]),
+            &format!("{op}-set state err"),
+            named(set, vec![state(ERR)]),
             rule(EINVAL, "suspended or rts only", Some("tp.state")),
         ),
         case(
-            "tp-set mtu (fixed at setup)",
-            chan(cmd::TP_SET, vec![state(RTS), Attr::u32(tp::MTU, 1024)]),
+            &format!("{op}-set mtu (fixed at setup)"),
+            named(set, vec![state(RTS), Attr::u32(tp::MTU, 1024)]),
             rule(
                 EOPNOTSUPP,
                 "fixed when the channel is set up",
@@ -344,29 +359,173 @@ fn tp_cases(d: u32) -> Vec<Case> {
             ),
         ),
         case(
-            "tp-set without a setting",
-            chan(cmd::TP_SET, vec![]),
+            &format!("{op}-set without a setting"),
+            named(set, vec![]),
             rule(EINVAL, "without any setting", None),
         ),
         case(
-            "tp-del without tp.tpn",
-            req(cmd::TP_DEL, vec![Attr::u32(tp::DEV_INDEX, d)]),
+            &format!("{op}-del without tp.tpn"),
+            req(del, vec![Attr::u32(tp::DEV_INDEX, d)]),
             missing("tp.tpn"),
         ),
         case(
-            "tp-del unknown device",
+            &format!("{op}-del unknown device"),
+            on_no_dev(del, vec![]),
+            bad("tp.dev-index"),
+        ),
+        case(
+            &format!("{op}-del unknown TPN"),
+            named(del, vec![]),
+            rule(ENOENT, no_such, Some("tp.tpn")),
+        ),
+    ]
+}
+
+/// `tpg-new` of a group of `members` to the spare IPv4 peer with key
+/// [`SPARE_KEY`] on device `d`, with `more` attributes.
+fn tpg_new(d: u32, members: u32, more: Vec<Attr>) -> Request {
+    let mut r = tp_new(d, more);
+    r.cmd = cmd::TPG_NEW;
+    r.attrs.push(Attr::u32(tp::MEMBERS, members));
+    r
+}
+
+/// The `tpg-new`, `tpg-get`, `tpg-set` and `tpg-del` cases: missing
+/// attributes, a member count outside the policy, the channel rules
+/// `tp-new` has (each member is such a channel), and unknown groups. None
+/// may create a channel.
+fn tpg_cases(d: u32) -> Vec<Case> {
+    use libc::{EINVAL, EOPNOTSUPP};
+    let peer = || Attr::nest(tp::PEER, Address::V4(SPARE_IPV4).attrs());
+    let key = || Attr::u32(tp::KEY, SPARE_KEY);
+    let four = || Attr::u32(tp::MEMBERS, 4);
+    let mut v = vec![
+        case(
+            "tpg-new without tp.members",
             req(
-                cmd::TP_DEL,
+                cmd::TPG_NEW,
+                vec![Attr::u32(tp::DEV_INDEX, d), peer(), key()],
+            ),
+            missing("tp.members"),
+        ),
+        case(
+            "tpg-new without tp.key",
+            req(
+                cmd::TPG_NEW,
+                vec![Attr::u32(tp::DEV_INDEX, d), peer(), four()],
+            ),
+            missing("tp.key"),
+        ),
+        case(
+            "tpg-new without tp.peer",
+            req(
+                cmd::TPG_NEW,
+                vec![Attr::u32(tp::DEV_INDEX, d), key(), four()],
+            ),
+            missing("tp.peer"),
+        ),
+        case(
+            "tpg-new without tp.dev-index",
+            req(cmd::TPG_NEW, vec![peer(), key(), four()]),
+            missing("tp.dev-index"),
+        ),
+        case(
+            "tpg-new members 1 (policy min 2)",
+            tpg_new(d, 1, vec![]),
+            bad("tp.members"),
+        ),
+        case(
+            "tpg-new members 9 (policy max 8)",
+            tpg_new(d, 9, vec![]),
+            bad("tp.members"),
+        ),
+        case(
+            "tpg-new u8 tp.members",
+            {
+                let mut r = tp_new(d, vec![Attr::u8(tp::MEMBERS, 4)]);
+                r.cmd = cmd::TPG_NEW;
+                r
+            },
+            bad("tp.members"),
+        ),
+        case(
+            "tpg-new unknown device",
+            tpg_new(NO_DEV, 4, vec![]),
+            bad("tp.dev-index"),
+        ),
+        case(
+            "tpg-new ooo-window 4096 (policy max 2048)",
+            tpg_new(d, 4, vec![Attr::u32(tp::OOO_WINDOW, 4096)]),
+            bad("tp.ooo-window"),
+        ),
+        case(
+            "tpg-new fast-retransmit with per-packet load balancing",
+            tpg_new(
+                d,
+                4,
+                vec![
+                    Attr::u8(tp::FAST_RETRANSMIT, 1),
+                    Attr::u32(tp::LOAD_BALANCE, crate::spec::load_balance::PER_PACKET),
+                ],
+            ),
+            rule(
+                EINVAL,
+                "fast retransmit cannot be combined with per-packet",
+                Some("tp.fast-retransmit"),
+            ),
+        ),
+        case(
+            "tpg-new send-window 65537 (driver limit)",
+            tpg_new(d, 4, vec![Attr::u32(tp::SEND_WINDOW, 65_537)]),
+            rule(EINVAL, "driver's limit", Some("tp.send-window")),
+        ),
+        case(
+            "tpg-new transport ctp (not yet)",
+            tpg_new(d, 4, vec![Attr::u32(tp::TRANSPORT, 1)]),
+            rule(EOPNOTSUPP, "not yet", Some("tp.transport")),
+        ),
+        case(
+            "tpg-new RTP to a 16-bit CNA",
+            req(
+                cmd::TPG_NEW,
+                vec![
+                    Attr::u32(tp::DEV_INDEX, d),
+                    Attr::nest(tp::PEER, Address::Cna16(SPARE_CNA).attrs()),
+                    key(),
+                    four(),
+                ],
+            ),
+            rule(EINVAL, "RTP needs", Some("tp.peer")),
+        ),
+        case(
+            "tpg-get without tp.tpn",
+            req(cmd::TPG_GET, vec![Attr::u32(tp::DEV_INDEX, d)]),
+            missing("tp.tpn"),
+        ),
+        case(
+            "tpg-get unknown device",
+            req(
+                cmd::TPG_GET,
                 vec![Attr::u32(tp::DEV_INDEX, NO_DEV), Attr::u32(tp::TPN, 1)],
             ),
             bad("tp.dev-index"),
         ),
         case(
-            "tp-del unknown TPN",
-            chan(cmd::TP_DEL, vec![]),
-            rule(ENOENT, "no TP Channel with this TPN", Some("tp.tpn")),
+            "tpg-get unknown group",
+            req(
+                cmd::TPG_GET,
+                vec![Attr::u32(tp::DEV_INDEX, d), Attr::u32(tp::TPN, NO_TPN)],
+            ),
+            bad("tp.tpn"),
         ),
-    ]
+    ];
+    v.extend(set_del_cases(
+        d,
+        "tpg",
+        [cmd::TPG_SET, cmd::TPG_DEL],
+        "no TP Channel Group",
+    ));
+    v
 }
 
 /// An address no test setup uses, for add/del attempts.
@@ -840,6 +999,7 @@ pub fn privileged_cases(t: &Target) -> Vec<Case> {
         ),
     ];
     v.extend(tp_cases(d));
+    v.extend(tpg_cases(d));
     if t.ports <= 63 {
         v.push(case(
             "port-get port past the device's ports",
@@ -893,6 +1053,12 @@ pub fn unprivileged_cases(t: &Target) -> Vec<Case> {
             crate::request::tp_set_state(d, NO_TPN_UNPRIVILEGED, 2),
         ),
         perm("tp-del", crate::request::tp_del(d, NO_TPN_UNPRIVILEGED)),
+        perm("tpg-new", tpg_new(d, 2, vec![])),
+        perm(
+            "tpg-set",
+            crate::request::tpg_set_state(d, NO_TPN_UNPRIVILEGED, 2),
+        ),
+        perm("tpg-del", crate::request::tpg_del(d, NO_TPN_UNPRIVILEGED)),
     ]
 }
 
@@ -1042,12 +1208,15 @@ pub fn snapshot(devs: &[Obj], ports: &[Obj], routes: &[Obj], chans: &[Obj]) -> V
     for r in routes {
         v.push(format!("route {}", js(r)));
     }
-    // Channels come and go with other users; the batch's own key names
-    // any it would have made.
+    // Channels come and go with other users; the batch's own keys name
+    // any it would have made (a group's members take the keys after it).
     let made = chans
         .iter()
-        .filter(|c| c.uint("key") == Some(u64::from(SPARE_KEY)))
+        .filter(|c| {
+            c.uint("key")
+                .is_some_and(|k| k.wrapping_sub(u64::from(SPARE_KEY)) < 8)
+        })
         .count();
-    v.push(format!("tp channels with the batch's key: {made}"));
+    v.push(format!("tp channels with the batch's keys: {made}"));
     v
 }

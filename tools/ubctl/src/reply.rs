@@ -227,6 +227,41 @@ pub fn tp_event_text(o: &Obj) -> String {
     format!("tp {}", tp_head(o))
 }
 
+/// `tpg show`: `0/3: rts peer 10.0.2.100 key 140 members 4 claimed 1
+/// rx-queued 0`, an error if a member failed, one line per member (`member
+/// 0/3: rts key 140 peer-tpn 7`), and with `-s` the members' counters
+/// summed.
+pub fn tpg_text(o: &Obj) -> String {
+    let mut s = tp_text(&o.without(&["stats"]));
+    if let Some(Val::List(members)) = o.get("member") {
+        let dev = o
+            .uint("dev-index")
+            .map_or_else(|| "?".to_string(), |i| i.to_string());
+        for m in members {
+            s.push_str(&format!(
+                "\n    member {dev}/{}: {} {}{}",
+                m.uint("tpn")
+                    .map_or_else(|| "?".to_string(), |i| i.to_string()),
+                m.get("state")
+                    .map_or_else(|| "?".to_string(), |v| v.to_string()),
+                kv(m, &["tpn", "state", "error"]),
+                tp_error(m)
+            ));
+        }
+    }
+    counters("stats", o.get("stats"), &mut s);
+    s
+}
+
+/// One `monitor` line for a TP Channel Group: `tpg 0/3 rts peer 10.0.2.100
+/// key 140 members 4`, `closed` once it ended.
+pub fn tpg_event_text(o: &Obj) -> String {
+    let members = o
+        .uint("members")
+        .map_or_else(|| "?".to_string(), |n| n.to_string());
+    format!("tpg {} members {members}", tp_head(o))
+}
+
 /// One `monitor` JSON line: `{"object":"port"|"tp", ...the attributes}`.
 pub fn event_json(object: &str, o: &Obj) -> Result<String, serde_json::Error> {
     let mut m = serde_json::Map::new();

@@ -239,6 +239,28 @@ pub struct TpConfig {
 
 /// `tp-new`: a channel to `peer` named `key` on device `dev_index`.
 pub fn tp_new(dev_index: u32, peer: Address, key: u32, c: &TpConfig) -> Request {
+    Request {
+        cmd: cmd::TP_NEW,
+        dump: false,
+        attrs: channel_attrs(dev_index, peer, key, c),
+    }
+}
+
+/// `tpg-new`: a group of `members` channels to `peer`, keys `key`,
+/// `key + 1`, ..., each with `c`, on device `dev_index`.
+pub fn tpg_new(dev_index: u32, peer: Address, key: u32, members: u32, c: &TpConfig) -> Request {
+    let mut attrs = channel_attrs(dev_index, peer, key, c);
+    attrs.push(Attr::u32(tp::MEMBERS, members));
+    Request {
+        cmd: cmd::TPG_NEW,
+        dump: false,
+        attrs,
+    }
+}
+
+/// What `tp-new` and `tpg-new` send of a channel: the device, the peer,
+/// the key and the attributes `c` gives.
+fn channel_attrs(dev_index: u32, peer: Address, key: u32, c: &TpConfig) -> Vec<Attr> {
     let mut attrs = vec![
         Attr::u32(tp::DEV_INDEX, dev_index),
         Attr::nest(tp::PEER, peer.attrs()),
@@ -282,31 +304,46 @@ pub fn tp_new(dev_index: u32, peer: Address, key: u32, c: &TpConfig) -> Request 
     if let Some(w) = c.send_window {
         attrs.push(Attr::u32(tp::SEND_WINDOW, w));
     }
-    Request {
-        cmd: cmd::TP_NEW,
-        dump: false,
-        attrs,
-    }
+    attrs
 }
 
 /// `tp-set`: channel `tpn`'s state (a `tp-state` value).
 pub fn tp_set_state(dev_index: u32, tpn: u32, state: u32) -> Request {
-    Request {
-        cmd: cmd::TP_SET,
-        dump: false,
-        attrs: vec![
-            Attr::u32(tp::DEV_INDEX, dev_index),
-            Attr::u32(tp::TPN, tpn),
-            Attr::u32(tp::STATE, state),
-        ],
-    }
+    named_tp(cmd::TP_SET, dev_index, tpn, Some(state))
 }
 
 /// `tp-del`: tears channel `tpn` down.
 pub fn tp_del(dev_index: u32, tpn: u32) -> Request {
+    named_tp(cmd::TP_DEL, dev_index, tpn, None)
+}
+
+/// `tpg-get`: one TP Channel Group (device and its first member's TPN),
+/// the groups of a device, or every group.
+pub fn tpg_get(dev_index: Option<u32>, tpn: Option<u32>) -> Request {
+    let mut r = tp_get(dev_index, tpn);
+    r.cmd = cmd::TPG_GET;
+    r
+}
+
+/// `tpg-set`: the state (a `tp-state` value) of every member of group
+/// `tpn`.
+pub fn tpg_set_state(dev_index: u32, tpn: u32, state: u32) -> Request {
+    named_tp(cmd::TPG_SET, dev_index, tpn, Some(state))
+}
+
+/// `tpg-del`: tears every member of group `tpn` down.
+pub fn tpg_del(dev_index: u32, tpn: u32) -> Request {
+    named_tp(cmd::TPG_DEL, dev_index, tpn, None)
+}
+
+/// A request of command `c` about the channel or group `tpn` of device
+/// `dev_index`, with the `state` to set if given.
+fn named_tp(c: u8, dev_index: u32, tpn: u32, state: Option<u32>) -> Request {
+    let mut attrs = vec![Attr::u32(tp::DEV_INDEX, dev_index), Attr::u32(tp::TPN, tpn)];
+    attrs.extend(state.map(|s| Attr::u32(tp::STATE, s)));
     Request {
-        cmd: cmd::TP_DEL,
+        cmd: c,
         dump: false,
-        attrs: vec![Attr::u32(tp::DEV_INDEX, dev_index), Attr::u32(tp::TPN, tpn)],
+        attrs,
     }
 }

@@ -324,6 +324,19 @@ attr_set!(
         LB_RANGE = 22, "lb-range", Ty::U8;
         LB_KEY = 23, "lb-key", Ty::U32;
         SEND_WINDOW = 24, "send-window", Ty::U32;
+        MEMBERS = 25, "members", Ty::U32;
+        MEMBER = 26, "member", Ty::MultiNest(&TPG_MEMBER);
+    }
+);
+
+attr_set!(
+    /// Set `tpg-member`: one member channel of a TP Channel Group.
+    TPG_MEMBER, tpg_member, "tpg-member" {
+        TPN = 1, "tpn", Ty::U32;
+        PEER_TPN = 2, "peer-tpn", Ty::U32;
+        KEY = 3, "key", Ty::U32;
+        STATE = 4, "state", Ty::Enum(&TP_STATE);
+        ERROR = 5, "error", Ty::U32;
     }
 );
 
@@ -341,6 +354,7 @@ pub static SETS: &[&Set] = &[
     &ECHO,
     &TP_STATS,
     &TP,
+    &TPG_MEMBER,
 ];
 
 /// An enum definition: its spec name and its entries from 0.
@@ -514,6 +528,11 @@ ops! {
     TP_NEW = 15, "tp-new", TP;
     TP_SET = 16, "tp-set", TP;
     TP_DEL = 17, "tp-del", TP;
+    TPG_GET = 18, "tpg-get", TP;
+    TPG_CHANGE_NTF = 19, "tpg-change-ntf", TP;
+    TPG_NEW = 20, "tpg-new", TP;
+    TPG_SET = 21, "tpg-set", TP;
+    TPG_DEL = 22, "tpg-del", TP;
 }
 
 /// The operation with command number `cmd`.

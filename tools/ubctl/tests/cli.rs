@@ -59,6 +59,30 @@ fn usage_errors_exit_2_with_a_clear_message() {
             &["tp", "set", "0", "1", "state", "err"],
             "expected suspended or rts",
         ),
+        (
+            &[
+                "tpg", "add", "0", "remote", "10.0.0.1", "key", "1", "members", "9",
+            ],
+            "members 9 out of range (2-8)",
+        ),
+        (
+            &["tpg", "add", "0", "remote", "10.0.0.1", "key", "1"],
+            "tpg add needs members N",
+        ),
+        (
+            &["tpg", "add", "0", "key", "1", "members", "2"],
+            "tpg add needs remote ADDR",
+        ),
+        (
+            &[
+                "tp", "add", "0", "remote", "10.0.0.1", "key", "1", "members", "2",
+            ],
+            "unknown setting 'members'",
+        ),
+        (
+            &["tpg", "set", "0", "1", "state", "closed"],
+            "expected suspended or rts",
+        ),
     ] {
         let (code, _, err) = ubctl(args);
         assert_eq!(code, 2, "{args:?}: {err}");

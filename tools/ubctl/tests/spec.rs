@@ -251,6 +251,14 @@ fn cli_limits_are_the_spec_checks() {
     );
     assert_eq!(check("tp", "ooo-window", "min"), Some(128));
     assert_eq!(check("tp", "ooo-window", "max"), Some(2048));
+    assert_eq!(
+        check("tp", "members", "min"),
+        Some(u64::from(c::TPG_MEMBERS_MIN))
+    );
+    assert_eq!(
+        check("tp", "members", "max"),
+        Some(u64::from(c::TPG_MEMBERS_MAX))
+    );
 }
 
 /// `NAME -> value` of every enumerator in a C header (C's rules: from 0 in

@@ -9,7 +9,7 @@ use neli::consts::nl::NlmF;
 use ubctl::addr::{Address, Prefix};
 use ubctl::attr::{decode_set, DecodeError, Obj, Val};
 use ubctl::nl::{decode_buffer, encode_request, Error, Incoming, KernelError, Request};
-use ubctl::request::{self, PortChanges};
+use ubctl::request::{self, PortChanges, TpConfig};
 use ubctl::spec;
 
 const FAMILY: u16 = 0x1d;
@@ -245,6 +245,68 @@ fn every_request_is_encoded_as_the_spec_numbers_it() {
             "tp-get dump",
             request::tp_get(None, None),
             nlmsg(FAMILY, REQ_DUMP, 7, &genl(13, &[])),
+        ),
+        (
+            "tpg-get do",
+            request::tpg_get(Some(0), Some(3)),
+            nlmsg(FAMILY, REQ_ACK, 7, &genl(18, &[u32a(1, 0), u32a(2, 3)])),
+        ),
+        (
+            "tpg-get dump of a device",
+            request::tpg_get(Some(1), None),
+            nlmsg(FAMILY, REQ_DUMP, 7, &genl(18, &[u32a(1, 1)])),
+        ),
+        (
+            "tpg-get dump",
+            request::tpg_get(None, None),
+            nlmsg(FAMILY, REQ_DUMP, 7, &genl(18, &[])),
+        ),
+        (
+            "tpg-new: tp-new's attributes, then members",
+            request::tpg_new(
+                0,
+                v4,
+                140,
+                4,
+                &TpConfig {
+                    fast_retransmit: Some(false),
+                    load_balance: Some(1),
+                    lb_range: Some(4),
+                    ..TpConfig::default()
+                },
+            ),
+            nlmsg(
+                FAMILY,
+                REQ_ACK,
+                7,
+                &genl(
+                    20,
+                    &[
+                        u32a(1, 0),
+                        nest(4, &[u32a(1, 2), nla(3, &[10, 0, 0, 2])]),
+                        u32a(5, 140),
+                        nla(9, &[0]),
+                        u32a(21, 1),
+                        nla(22, &[4]),
+                        u32a(25, 4),
+                    ],
+                ),
+            ),
+        ),
+        (
+            "tpg-set",
+            request::tpg_set_state(0, 3, 3),
+            nlmsg(
+                FAMILY,
+                REQ_ACK,
+                7,
+                &genl(21, &[u32a(1, 0), u32a(2, 3), u32a(6, 3)]),
+            ),
+        ),
+        (
+            "tpg-del",
+            request::tpg_del(0, 3),
+            nlmsg(FAMILY, REQ_ACK, 7, &genl(22, &[u32a(1, 0), u32a(2, 3)])),
         ),
     ];
     for (name, req, want) in cases {
@@ -570,6 +632,105 @@ fn tp_events_on_the_monitor() {
         concat!(
             r#"{"object":"tp","dev-index":0,"tpn":3,"#,
             r#""peer":{"type":"ipv4","ipv4":"10.0.2.100"},"key":106,"state":"rts","error":0}"#
+        )
+    );
+}
+
+/// A `tpg-get` reply as the kernel writes it (fill_tpg): the group as a
+/// channel, its members, the summed stats, one nest per member.
+fn tpg_reply() -> Vec<u8> {
+    let peer = nest(4, &[u32a(1, 2), nla(3, &[10, 0, 2, 100])]);
+    let member = |tpn: u32, key: u32, state: u32, error: u32| {
+        nest(
+            26,
+            &[
+                u32a(1, tpn),
+                u32a(2, tpn + 10),
+                u32a(3, key),
+                u32a(4, state),
+                u32a(5, error),
+            ],
+        )
+    };
+    let body = genl(
+        18,
+        &[
+            u32a(1, 0),
+            u32a(2, 3),
+            peer,
+            u32a(5, 140),
+            u32a(6, 4),
+            u32a(7, 103),
+            u32a(25, 2),
+            nla(11, &[1]),
+            u32a(12, 0),
+            nest(13, &[u64a(1, 80), u64a(25, 60)]),
+            member(3, 140, 2, 0),
+            member(4, 141, 4, 103),
+        ],
+    );
+    nlmsg(FAMILY, 0x2, 9, &body)
+}
+
+#[test]
+fn a_tpg_reply_json_and_text() {
+    let g = decode_set(&spec::TP, &attrs_of(&tpg_reply())).unwrap_or_default();
+    assert_eq!(
+        serde_json::to_string(&g).unwrap_or_default(),
+        concat!(
+            r#"{"dev-index":0,"tpn":3,"peer":{"type":"ipv4","ipv4":"10.0.2.100"},"key":140,"#,
+            r#""state":"err","error":103,"members":2,"claimed":1,"rx-queued":0,"#,
+            r#""stats":{"tx-packets":80,"tx-messages":60},"member":["#,
+            r#"{"tpn":3,"peer-tpn":13,"key":140,"state":"rts","error":0},"#,
+            r#"{"tpn":4,"peer-tpn":14,"key":141,"state":"err","error":103}]}"#
+        )
+    );
+    let text = ubctl::reply::tpg_text(&g);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(
+        lines[0].starts_with("0/3: err peer 10.0.2.100 key 140 error 103 ("),
+        "{text}"
+    );
+    assert!(
+        lines[0].ends_with(") members 2 claimed 1 rx-queued 0"),
+        "{text}"
+    );
+    assert_eq!(lines[1], "    member 0/3: rts peer-tpn 13 key 140");
+    assert!(
+        lines[2].starts_with("    member 0/4: err peer-tpn 14 key 141 error 103 ("),
+        "{text}"
+    );
+    assert_eq!(lines[3], "    stats: tx-packets 80 tx-messages 60");
+    let plain = ubctl::reply::filter_stats(&g, false);
+    assert_eq!(ubctl::reply::tpg_text(&plain).lines().count(), 3);
+}
+
+#[test]
+fn tpg_events_on_the_monitor() {
+    let peer = nest(4, &[u32a(1, 2), nla(3, &[10, 0, 2, 100])]);
+    let body = genl(
+        19,
+        &[
+            u32a(1, 0),
+            u32a(2, 3),
+            peer,
+            u32a(5, 140),
+            u32a(6, 5),
+            u32a(7, 0),
+            u32a(25, 4),
+        ],
+    );
+    let ev = decode_set(&spec::TP, &attrs_of(&nlmsg(FAMILY, 0, 0, &body))).unwrap_or_default();
+    assert_eq!(
+        ubctl::reply::tpg_event_text(&ev),
+        "tpg 0/3 closed peer 10.0.2.100 key 140 members 4"
+    );
+    assert_eq!(
+        ubctl::reply::event_json("tpg", &ev).unwrap_or_default(),
+        concat!(
+            r#"{"object":"tpg","dev-index":0,"tpn":3,"#,
+            r#""peer":{"type":"ipv4","ipv4":"10.0.2.100"},"key":140,"state":"closed","error":0,"members":4}"#
         )
     );
 }

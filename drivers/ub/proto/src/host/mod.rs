@@ -387,3 +387,104 @@ pub struct ChannelCounters {
     /// Smoothed RTT, ns (0 before the first sample).
     pub srtt_ns: u64,
 }
+
+impl ChannelCounters {
+    /// Adds the counters of another channel, as a TP Channel Group shows
+    /// its members': every count and the gauges `cw`, `inflight` and
+    /// `outstanding` add up (saturating: a `cw` of `u32::MAX`, no
+    /// congestion control, stays unbounded); `max_outstanding` and
+    /// `srtt_ns` are the larger member's.
+    pub fn add(&mut self, o: &Self) {
+        for (a, b) in [
+            (&mut self.tx_packets, o.tx_packets),
+            (&mut self.tx_bytes, o.tx_bytes),
+            (&mut self.rx_packets, o.rx_packets),
+            (&mut self.rx_duplicates, o.rx_duplicates),
+            (&mut self.rx_invalid_psn, o.rx_invalid_psn),
+            (&mut self.rx_bytes, o.rx_bytes),
+            (&mut self.messages_acked, o.messages_acked),
+            (&mut self.messages_delivered, o.messages_delivered),
+            (&mut self.rtx_fast, o.rtx_fast),
+            (&mut self.rtx_rto, o.rtx_rto),
+            (&mut self.rtx_mark_psn, o.rtx_mark_psn),
+            (&mut self.rtx_go_back_n, o.rtx_go_back_n),
+            (&mut self.tpack_sent, o.tpack_sent),
+            (&mut self.tpnak_sent, o.tpnak_sent),
+            (&mut self.tpsack_sent, o.tpsack_sent),
+            (&mut self.tpack_rcvd, o.tpack_rcvd),
+            (&mut self.tpnak_rcvd, o.tpnak_rcvd),
+            (&mut self.tpsack_rcvd, o.tpsack_rcvd),
+            (&mut self.rto_expiries, o.rto_expiries),
+        ] {
+            *a = a.saturating_add(b);
+        }
+        for (a, b) in [
+            (&mut self.cw, o.cw),
+            (&mut self.inflight, o.inflight),
+            (&mut self.outstanding, o.outstanding),
+        ] {
+            *a = a.saturating_add(b);
+        }
+        self.max_outstanding = self.max_outstanding.max(o.max_outstanding);
+        self.srtt_ns = self.srtt_ns.max(o.srtt_ns);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ChannelCounters;
+
+    /// A group's counters: counts and gauges add up, `cw` saturates (no
+    /// congestion control is unbounded), the maxima are the larger
+    /// member's.
+    #[test]
+    fn channel_counters_add_as_a_group_shows_them() {
+        let a = ChannelCounters {
+            tx_packets: 10,
+            rx_bytes: 100,
+            rtx_rto: 1,
+            rto_expiries: u64::MAX,
+            cw: u32::MAX,
+            inflight: 3,
+            outstanding: 4,
+            max_outstanding: 9,
+            srtt_ns: 2_000,
+            ..ChannelCounters::default()
+        };
+        let b = ChannelCounters {
+            tx_packets: 5,
+            rx_bytes: 50,
+            rtx_rto: 2,
+            rto_expiries: 1,
+            cw: 1,
+            inflight: 2,
+            outstanding: 6,
+            max_outstanding: 7,
+            srtt_ns: 3_000,
+            tpack_rcvd: 8,
+            ..ChannelCounters::default()
+        };
+        let mut sum = a;
+        sum.add(&b);
+        assert_eq!(
+            sum,
+            ChannelCounters {
+                tx_packets: 15,
+                rx_bytes: 150,
+                rtx_rto: 3,
+                rto_expiries: u64::MAX,
+                cw: u32::MAX,
+                inflight: 5,
+                outstanding: 10,
+                max_outstanding: 9,
+                srtt_ns: 3_000,
+                tpack_rcvd: 8,
+                ..ChannelCounters::default()
+            }
+        );
+        // Adding nothing changes nothing.
+        let mut same = a;
+        same.add(&ChannelCounters::default());
+        assert_eq!(same, a);
+    }
+}
