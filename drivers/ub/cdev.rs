@@ -515,12 +515,17 @@ impl TpFile {
         // RTS.
         let start = crate::port::now_ns();
         let n = req.members;
+        // A connect waits (within the deadline) for a channel of the same
+        // peer and key that is still closing.
+        let wait_ms = if nonblock { 0 } else { timeout };
         let members = match remote {
-            Some(r) if !listen && n > 1 => crate::group::connect_members(&net, r, b.key, n, cfg)?,
+            Some(r) if !listen && n > 1 => {
+                crate::group::connect_members(&net, r, b.key, n, cfg, wait_ms)?
+            }
             from if n > 1 => net.channel_listen_group(from, b.key, n, timeout, nonblock)?,
             from => {
                 let ch = match from {
-                    Some(r) if !listen => net.channel_connect(r, b.key, cfg)?,
+                    Some(r) if !listen => net.channel_connect(r, b.key, cfg, wait_ms)?,
                     from => net.channel_listen(from, b.key, timeout, nonblock)?,
                 };
                 one(ch.clone()).inspect_err(|_| net.channel_close(&ch))?

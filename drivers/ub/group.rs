@@ -424,6 +424,7 @@ pub(crate) fn connect_members(
     key: u32,
     n: u32,
     cfg: ChannelConfig,
+    wait_ms: u32,
 ) -> Result<KVec<Arc<TpChannel>>> {
     if let Some(members) = net.claim_group(Some(remote), key, n)? {
         return Ok(members);
@@ -431,7 +432,7 @@ pub(crate) fn connect_members(
     let mut members = KVec::with_capacity(usize::try_from(n)?, GFP_KERNEL)?;
     for i in 0..n {
         let c = member_config(cfg, i, n);
-        match net.channel_connect(remote, key.wrapping_add(i), c) {
+        match net.channel_connect(remote, key.wrapping_add(i), c, wait_ms) {
             Ok(ch) => {
                 if members.push_within_capacity(ch.clone()).is_err() {
                     net.channel_close(&ch);

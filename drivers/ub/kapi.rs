@@ -243,7 +243,8 @@ fn open(b: &UbTpBind, ops: UbTpOps, priv_: *mut c_void) -> Result<Arc<KernelTp>>
     )?;
     match req.remote {
         Some(r) if !req.listen => {
-            let ch = net.channel_connect(r, req.key, req.cfg)?;
+            // Nothing here blocks: a key still closing is EBUSY at once.
+            let ch = net.channel_connect(r, req.key, req.cfg, 0)?;
             net.kernel_attach(&k, ch);
         }
         _ => net.kernel_listen(&k)?,

@@ -1110,47 +1110,50 @@ fn open_errno(e: OpenError) -> Error {
         OpenError::TableFull => ENOSPC,
         OpenError::Alloc => ENOMEM,
         OpenError::Exists => EADDRINUSE,
+        // A connect waits for the close first; this is what is left
+        // when its time ran out.
+        OpenError::Closing => EBUSY,
     }
 }
 
 impl Net {
     /// Opens channel `key` to `remote` with `cfg`, or binds the one the peer
     /// opened already (both ends name it `key`). The channel is claimed by
-    /// the caller; it reaches RTS later ([`TpChannel::changed`]).
+    /// the caller; it reaches RTS later ([`TpChannel::changed`]). A channel
+    /// with the same peer and key that is still closing (a file closed it
+    /// a moment ago) is waited for, up to `wait_ms`: then `EBUSY`.
     pub(crate) fn channel_connect(
         self: &Arc<Self>,
         remote: Addr,
         key: u32,
         cfg: ChannelConfig,
+        wait_ms: u32,
     ) -> Result<Arc<TpChannel>> {
         if self.stopping.load(Relaxed) {
             return Err(ENODEV);
         }
+        let mut left = kernel::time::msecs_to_jiffies(wait_ms);
         let ch = {
             let mut st = self.state.lock();
-            if let Some(c) = st.claim(|i| i.remote == remote && i.key == key) {
-                c
-            } else {
-                let tpn = st
-                    .ep
-                    .connect(now_ns(), remote, key, cfg)
-                    .map_err(open_errno)?;
-                let c = match TpChannel::new(tpn, remote, key, true) {
-                    Ok(c) => c,
-                    Err(e) => {
-                        let _ = st.ep.close(now_ns(), tpn);
-                        return Err(e);
-                    }
-                };
-                if let Err(e) = st.chans.push(c.clone(), GFP_KERNEL) {
-                    let _ = st.ep.close(now_ns(), tpn);
-                    return Err(e.into());
+            loop {
+                // The peer may open the key to us while we wait.
+                if let Some(c) = st.claim(|i| i.remote == remote && i.key == key) {
+                    break c;
                 }
-                // The state is the endpoint's (it may have moved already).
-                if let Some(s) = st.ep.state(tpn) {
-                    c.set_state(s);
+                match st.ep.connect(now_ns(), remote, key, cfg) {
+                    Ok(tpn) => break st.adopt_connected(tpn, remote, key)?,
+                    Err(OpenError::Closing) if left > 0 => {}
+                    Err(e) => return Err(open_errno(e)),
                 }
-                c
+                // Woken when a channel is freed (or a peer opened one).
+                match self.incoming.wait_interruptible_timeout(&mut st, left) {
+                    kernel::sync::CondVarTimeoutResult::Timeout => left = 0,
+                    kernel::sync::CondVarTimeoutResult::Signal { .. } => return Err(ERESTARTSYS),
+                    kernel::sync::CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
+                }
+                if self.stopping.load(Relaxed) {
+                    return Err(ENODEV);
+                }
             }
         };
         self.kick();
@@ -1606,7 +1609,8 @@ impl NetState {
     }
 
     /// Hands the endpoint's events to the datagram store and the
-    /// channels; `true` if a peer opened a channel (binders wait for it).
+    /// channels; `true` if a peer opened a channel or one was freed
+    /// (binders wait for either).
     fn handle_events(&mut self, now: u64) -> bool {
         let mut incoming = false;
         while let Some(ev) = self.ep.poll_event() {
@@ -1655,6 +1659,8 @@ impl NetState {
                     }
                 }
                 Event::Closed { tpn } => {
+                    // A connect may wait for this channel's key to be free.
+                    incoming = true;
                     // The endpoint dissolved the member's group with it.
                     self.end_groups_of(tpn);
                     if let Some(i) = self.chans.iter().position(|c| c.tpn == tpn) {
@@ -1844,6 +1850,11 @@ pub(crate) fn open_refusal(e: OpenError) -> Refusal {
         OpenError::Exists => refuse(
             EEXIST,
             c"a channel with this peer and key exists already",
+            Some(F::Key),
+        ),
+        OpenError::Closing => refuse(
+            EBUSY,
+            c"the channel with this peer and key is still closing (its DREQ is unanswered); try again",
             Some(F::Key),
         ),
     }
@@ -2112,6 +2123,30 @@ impl Net {
         }
         v.sort_unstable_by_key(|s| s.id.head.tpn);
         Ok(v)
+    }
+}
+
+impl NetState {
+    /// Records channel `tpn` the endpoint just opened for a binder
+    /// (claimed), in the state the endpoint has it in; closes it again if
+    /// that cannot be done.
+    fn adopt_connected(&mut self, tpn: u32, remote: Addr, key: u32) -> Result<Arc<TpChannel>> {
+        let c = match TpChannel::new(tpn, remote, key, true) {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = self.ep.close(now_ns(), tpn);
+                return Err(e);
+            }
+        };
+        if let Err(e) = self.chans.push(c.clone(), GFP_KERNEL) {
+            let _ = self.ep.close(now_ns(), tpn);
+            return Err(e.into());
+        }
+        // The state is the endpoint's (it may have moved already).
+        if let Some(s) = self.ep.state(tpn) {
+            c.set_state(s);
+        }
+        Ok(c)
     }
 }
 

@@ -2744,7 +2744,7 @@ mod tests {
             .is_ok_and(|v| v.is_empty()));
         // A single bind does not take a member; a group bind of another
         // size or peer does not take the group.
-        let single = net.channel_connect(peer, 101, cfg).err();
+        let single = net.channel_connect(peer, 101, cfg, 0).err();
         assert_eq!(single.map(|e| e.to_errno()), Some(EADDRINUSE.to_errno()));
         let listen = net.channel_listen(Some(peer), 100, 0, true).err();
         assert_eq!(listen.map(|e| e.to_errno()), Some(EAGAIN.to_errno()));
@@ -2820,6 +2820,7 @@ mod tests {
             O::TableFull,
             O::Alloc,
             O::Exists,
+            O::Closing,
         ] {
             let r = crate::ub_net::open_refusal(e);
             if let Some(f) = r.field {

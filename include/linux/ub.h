@@ -42,7 +42,8 @@ struct ub_tp_ops {
 /*
  * Opens the channel req asks for and stores its handle in *tpp. 0, or
  * -EINVAL (a bad request, or no ops->recv), -EDESTADDRREQ, -EPROTONOSUPPORT
- * (req->version), -ENODEV (no such device), -ENOMEM, -EADDRINUSE, ...
+ * (req->version), -ENODEV (no such device), -ENOMEM, -EADDRINUSE, -EBUSY (a
+ * channel of the same peer and key is still closing: try again), ...
  */
 int ub_tp_open(const struct ub_tp_bind *req, const struct ub_tp_ops *ops,
 	       void *priv, struct ub_tp **tpp);

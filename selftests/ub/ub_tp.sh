@@ -410,7 +410,7 @@ t_tp_unknown() {
 	sed 's/^/# /' /tmp/ub-tp-err.out
 	grep -q "no TP Channel with this TPN" /tmp/ub-tp-err.out && grep -q "tp.tpn" /tmp/ub-tp-err.out
 }
-# A channel made with ubctl (netlink tp-new): vm1 opens channel 113 to vm0
+# A channel made with ubctl (netlink tp-new): vm1 opens channel 116 to vm0
 # with attributes that are not the driver's defaults; it waits in vm1's
 # table, unclaimed, and reaches RTS with vm0's endpoint (which accepts it
 # for a binder, as any channel a peer opens). ubctl tp show lists what the
@@ -488,11 +488,11 @@ t_tp_add() {
 	COUNT=20
 	SIZES=1-65536
 	if [ "$guest" = 0 ]; then
-		stream 113
+		stream 116
 		rc=$?
 	else
 		rc=1
-		if tpn=$("$UBCTL" tp add 0 remote "$them" key 113 retransmit sr fast-retransmit off \
+		if tpn=$("$UBCTL" tp add 0 remote "$them" key 116 retransmit sr fast-retransmit off \
 			ooo-window 512 rto dynamic base 20000 n 1 retry-limit 6 mtu 1024 2>&1) &&
 			echo "# ubctl tp add: TPN $tpn" &&
 			tp_wait "$tpn" '"state":"rts"' &&
@@ -502,7 +502,7 @@ t_tp_add() {
 				grep -q '"retry-limit":6' &&
 			"$UBCTL" tp set 0 "$tpn" state suspended && tp_wait "$tpn" '"state":"suspended"' &&
 			"$UBCTL" tp set 0 "$tpn" state rts && tp_wait "$tpn" '"state":"rts"'; then
-			stream 113
+			stream 116
 			rc=$?
 		else
 			echo "# $tpn"
@@ -531,6 +531,24 @@ t_tp_add_listen() {
 	rc=$?
 	sed 's/^/# /' /tmp/ub-tp.out | head -n 3
 	[ "$guest" = 0 ] || grep -Eq "error [0-9]+ tpn $tpn " /tmp/ub-tp.out || { echo "# not TPN $tpn"; rc=1; }
+	return $rc
+}
+# One key, two channels back to back: vm1's second connect finds the first
+# channel still closing (its DREQ in flight) and waits for the teardown
+# (tp.rst, "A key reused right after a close"); vm0's end ignores a REQ
+# for a key it is still closing until its DREP comes. Both streams arrive
+# whole (before the fix: EADDRINUSE, or a REJ and ECONNREFUSED).
+REUSE_KEY=117
+t_key_reuse() {
+	saved="$COUNT $SIZES"
+	COUNT=20
+	SIZES=1-65536
+	rc=0
+	for round in 1 2; do
+		stream $REUSE_KEY --retransmit sr || { echo "# round $round failed"; rc=1; }
+	done
+	COUNT=${saved% *}
+	SIZES=${saved#* }
 	return $rc
 }
 t_tp_del() {
@@ -649,7 +667,7 @@ t_link_retries() {
 	[ "$n" -gt "$retries_before" ]
 }
 
-ktap_set_plan 29
+ktap_set_plan 30
 ktap_test_result "insmod ub.ko" insmod "$MODULE"
 ktap_test_result "links up, address and route configured" t_config
 ktap_test_result "the peer answers" t_peer
@@ -670,6 +688,7 @@ t_clear
 ktap_test_result "forged packets to a live channel: wrong source counted, far PSN and replays dropped, stream intact" t_forged
 ktap_test_result "ubctl tp add: non-default attributes agreed, suspend/resume, claimed by ub-tp send" t_tp_add
 ktap_test_result "ubctl tp add, then a listen bind claims the channel" t_tp_add_listen
+ktap_test_result "one key, two channels back to back: the second waits for the first's teardown" t_key_reuse
 ktap_test_result "ubctl tp del mid-stream: writer gets ECONNABORTED, channel gone" t_tp_del
 ktap_test_result "ubctl tpg del mid-stream: writer gets ECONNABORTED, group gone, monitor saw it" t_tpg_del
 ktap_test_result "the sender closed before the receiver bound: every message still read" t_late_reader

@@ -100,9 +100,12 @@ struct ub_addr {
  * remote is refused with EINVAL). A listening end takes the channel as the
  * peer proposed it (retransmit, attr_flags and mtu apply to connects; the
  * forbidden fast retransmit with per-packet spraying is refused either
- * way). A bind that fails (timeout, signal) tears its channel down; the
- * key is free for a new connect to that peer once the teardown is done
- * (about 3 s at most). Blocks until the channel is in RTS, at most timeout_ms
+ * way). A bind that fails (timeout, signal) tears its channel down, as a
+ * close does; the key is free for a new connect to that peer once the
+ * teardown is done (its DREQ answered, or about 3 s at most): a connect
+ * that finds the key still closing waits for it within timeout_ms, then
+ * fails with EBUSY (at once with O_NONBLOCK); EADDRINUSE if a live channel
+ * has the key. Blocks until the channel is in RTS, at most timeout_ms
  * (0: 5000); with O_NONBLOCK it returns at once (EINPROGRESS) and poll-free
  * callers retry UB_TP_IOC_INFO until the state is RTS.
  *

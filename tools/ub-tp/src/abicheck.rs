@@ -427,16 +427,30 @@ pub const CASES: &[Case] = &[
         Then::Unbound,
     ),
     // ub.h: a failed bind's channel is torn down; the key is free again
-    // once the teardown is done (up to 3 s), not at once.
+    // once the teardown is done (up to 3 s), not at once: a non-blocking
+    // connect does not wait for it.
     nonblocking(case(
-        "the same connect BIND again at once, O_NONBLOCK: EADDRINUSE (teardown), nothing bound",
+        "the same connect BIND again at once, O_NONBLOCK: EBUSY (still closing), nothing bound",
         Action::Bind(|b| {
             connect_unanswered(b);
             b.key = KEY_RETRY;
         }),
-        Want::Errno(libc::EADDRINUSE),
+        Want::Errno(libc::EBUSY),
         Then::Unbound,
     )),
+    // A blocking connect waits for the teardown (its 15 DREQs, 3 s) within
+    // its timeout_ms, then opens the channel anew: with nobody answering,
+    // the 2 s left run out in the setup (ETIMEDOUT), not at the key (EBUSY).
+    case(
+        "the same connect BIND again, blocking (timeout_ms 5000): waits out the teardown, then ETIMEDOUT in the setup, nothing bound",
+        Action::Bind(|b| {
+            connect_unanswered(b);
+            b.key = KEY_RETRY;
+            b.timeout_ms = 5000;
+        }),
+        Want::Errno(libc::ETIMEDOUT),
+        Then::Unbound,
+    ),
     nonblocking(case(
         "connect BIND to 10.0.99.99, O_NONBLOCK: EINPROGRESS, bound",
         Action::Bind(connect_unanswered),

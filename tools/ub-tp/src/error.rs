@@ -154,6 +154,7 @@ pub fn errno_name(errno: i32) -> Option<&'static str> {
         libc::EPROTONOSUPPORT => "EPROTONOSUPPORT",
         libc::EDESTADDRREQ => "EDESTADDRREQ",
         libc::EADDRINUSE => "EADDRINUSE",
+        libc::EBUSY => "EBUSY",
         libc::EADDRNOTAVAIL => "EADDRNOTAVAIL",
         libc::ENETUNREACH => "ENETUNREACH",
         libc::EHOSTUNREACH => "EHOSTUNREACH",
@@ -183,6 +184,9 @@ pub fn errno_meaning(op: Op, errno: i32) -> Option<&'static str> {
             "O_NONBLOCK: the channel is being set up (poll info() until RTS)"
         }
         (Op::Bind, libc::EADDRINUSE) => "a channel with this key to this peer exists already",
+        (Op::Bind, libc::EBUSY) => {
+            "the channel this key had with this peer is still closing (try again)"
+        }
         (Op::Bind, libc::ETIMEDOUT) => "the channel did not reach RTS within the timeout",
         (Op::Send | Op::Recv | Op::Info, libc::ENOTCONN) => {
             "not bound yet (UB_TP_IOC_BIND)"

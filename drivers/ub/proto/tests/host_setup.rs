@@ -8,7 +8,7 @@
 mod host_common;
 
 use host_common::*;
-use ub_proto::host::{ChannelConfig, ErrorCause, Event, RtoConfig, TransmitKind};
+use ub_proto::host::{ChannelConfig, ErrorCause, Event, OpenError, RtoConfig, TransmitKind};
 use ub_proto::transport::cm::ChannelState;
 use ub_proto::transport::{RetransmitMode, RtoMode, StaticRto};
 
@@ -118,6 +118,63 @@ fn close_frees_the_tpn_and_the_memory_on_both_ends() {
         .connect(net.now, addr(1, false), 2, ChannelConfig::default_rtp())
         .unwrap();
     assert_eq!(again, ta);
+}
+
+#[test]
+fn a_key_being_closed_is_refused_as_closing_then_opens_again() {
+    let (mut net, _, _) = pair();
+    let ta = net.eps[0]
+        .connect(0, addr(1, false), 3, ChannelConfig::default_rtp())
+        .unwrap();
+    assert!(net.run_until(1_000_000, |n| rts(n, 0, ta) && n.incoming_tpn(1).is_some()));
+    // Open: the key is taken. Closing: taken until the DREP comes.
+    let again =
+        |n: &mut Net| n.eps[0].connect(n.now, addr(1, false), 3, ChannelConfig::default_rtp());
+    assert_eq!(again(&mut net), Err(OpenError::Exists));
+    net.eps[0].close(net.now, ta).unwrap();
+    assert_eq!(again(&mut net), Err(OpenError::Closing));
+    assert!(net.run_until(net.now + 5_000_000, |n| n
+        .has_event(0, |e| *e == Event::Closed { tpn: ta })));
+    let t2 = again(&mut net).unwrap();
+    assert!(net.run_until(net.now + 5_000_000, |n| rts(n, 0, t2)));
+}
+
+/// A closes; B's DREP is lost, and B (its end freed) opens the same key
+/// at once: B's REQ finds A's end still waiting for the DREP. A ignores it
+/// (a REJ would fail B's new channel); its DREQ retry closes its end, and
+/// B's REQ retry opens the new channel.
+#[test]
+fn a_request_for_a_key_we_are_closing_waits_for_the_close() {
+    let (mut net, _, _) = pair();
+    let ta = net.eps[0]
+        .connect(0, addr(1, false), 4, ChannelConfig::default_rtp())
+        .unwrap();
+    assert!(net.run_until(1_000_000, |n| rts(n, 0, ta) && n.incoming_tpn(1).is_some()));
+    let tb = net.incoming_tpn(1).unwrap();
+    let mut drep_lost = false;
+    net.filter = Some(Box::new(move |_, from, t| {
+        if from == 1 && t.kind == TransmitKind::Setup && !drep_lost {
+            drep_lost = true;
+            return true;
+        }
+        false
+    }));
+    net.eps[0].close(net.now, ta).unwrap();
+    assert!(net.run_until(net.now + 1_000_000, |n| n
+        .has_event(1, |e| *e == Event::Closed { tpn: tb })));
+    assert!(net.eps[0].state(ta).is_some(), "A still waits for its DREP");
+    let t2 = net.eps[1]
+        .connect(net.now, addr(0, false), 4, ChannelConfig::default_rtp())
+        .unwrap();
+    assert!(net.run_until(net.now + 5_000_000, |n| rts(n, 1, t2)));
+    assert!(net.has_event(0, |e| *e == Event::Closed { tpn: ta }));
+    assert!(!net.has_event(0, |e| matches!(e, Event::ChannelError { .. })));
+    assert!(!net.has_event(1, |e| matches!(e, Event::ChannelError { .. })));
+    let incoming = net.events[0]
+        .iter()
+        .filter(|(_, e)| matches!(e, Event::Incoming { key: 4, .. }))
+        .count();
+    assert_eq!(incoming, 1, "B's new channel reached A once");
 }
 
 #[test]

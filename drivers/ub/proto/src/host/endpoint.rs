@@ -108,6 +108,24 @@ impl<S: Storage> Channel<S> {
         }
     }
 
+    /// Whether this end is tearing the channel down (its DREQ sent, or
+    /// the peer's answered and the channel not yet freed).
+    fn closing(&self) -> bool {
+        matches!(self.cm.state(), CmState::DreqSent | CmState::Closed)
+    }
+
+    /// Whether CM message `m` (not a REQ) comes from this channel's peer
+    /// end: from the TPN the setup told it, or, while its REQ waits for an
+    /// answer, a REP or REJ (they tell the peer's TPN). A TPN and key are
+    /// reused once a channel is freed: a late DREQ of the channel that had
+    /// them before must not close the new one.
+    fn is_from_peer(&self, m: &CmMsg) -> bool {
+        match self.cm.state() {
+            CmState::ReqSent => matches!(m.kind, CmKind::Rep | CmKind::Rej),
+            _ => self.cm.peer_tpn() == m.src_tpn,
+        }
+    }
+
     fn accepts_sends(&self) -> bool {
         self.error.is_none()
             && matches!(
@@ -740,8 +758,15 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
         cfg: ChannelConfig,
     ) -> Result<u32, OpenError> {
         let local = self.check_format(&remote, &cfg)?;
-        if self.find(&remote, key).is_some() {
-            return Err(OpenError::Exists);
+        if let Some(c) = self
+            .find(&remote, key)
+            .and_then(|i| self.chans.get(i)?.as_ref())
+        {
+            return Err(if c.closing() {
+                OpenError::Closing
+            } else {
+                OpenError::Exists
+            });
         }
         let proposal = cfg.params()?;
         let timing = self.cfg.cm;
@@ -1087,6 +1112,15 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
                 let Some(c) = self.chans.get_mut(i).and_then(Option::as_mut) else {
                     return;
                 };
+                if c.closing() {
+                    // Our end of this key is being torn down and the peer
+                    // opens it anew: it answered our DREQ already (its
+                    // DREP may be behind this REQ, on another path) or it
+                    // restarted. A REJ would fail the new channel; the
+                    // REQ is ignored instead, and its retry (one CM retry
+                    // interval later) finds our end gone.
+                    return;
+                }
                 if c.cm.state() == CmState::ReqSent {
                     // Both ends opened the same channel at once. The end
                     // with the larger address stays the initiator (its REQ
@@ -1135,7 +1169,7 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
         let known = Self::index(m.dst_tpn)
             .and_then(|i| self.chans.get_mut(i))
             .and_then(Option::as_mut)
-            .filter(|c| c.remote == from && c.key == m.txn);
+            .filter(|c| c.remote == from && c.key == m.txn && c.is_from_peer(m));
         let Some(c) = known else {
             self.net.unknown_channel = self.net.unknown_channel.saturating_add(1);
             if m.kind == CmKind::Dreq {

@@ -233,6 +233,9 @@ pub enum OpenError {
     Alloc,
     /// A channel with this peer and key exists already.
     Exists,
+    /// The channel with this peer and key is being torn down (its DREQ is
+    /// unanswered): the key is free again at its [`Event::Closed`].
+    Closing,
 }
 
 impl From<ConfigError> for OpenError {
