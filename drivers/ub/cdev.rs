@@ -437,7 +437,8 @@ impl TpFile {
         }
         let net = crate::registry::get(dev_index).ok_or(ENODEV)?;
         let (end, max_message) = net.ctp_bind(remote)?;
-        b.tpn = 0;
+        // The end's handle, as netlink lists it (CTP has no TPN).
+        b.tpn = end.handle;
         b.peer_tpn = 0;
         b.max_message = max_message;
         // As for RTP: an answer that cannot be written leaves the file
@@ -474,6 +475,7 @@ impl TpFile {
             version: ABI_VERSION,
             state: state_code(state, false),
             error: g.error.map(|e| e.to_errno().unsigned_abs()).unwrap_or(0),
+            tpn: c.end.handle,
             rx_queued: u32::try_from(g.rx.len()).unwrap_or(u32::MAX),
             tx_messages: g.tx_messages,
             rx_messages: g.rx_messages,

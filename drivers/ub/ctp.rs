@@ -35,6 +35,11 @@ use crate::channel::RxQueue;
 use crate::host::Addr;
 use crate::ub_net::Net;
 
+/// The first CTP end's handle, 2^23: above every TPN the endpoint gives
+/// its RTP channels (1 to its table size), so a handle is never a
+/// channel's TPN, and within the 24 bits of a TPN.
+pub(crate) const CTP_HANDLE_BASE: u32 = 1 << 23;
+
 /// What [`CtpEnd::inner`] guards.
 pub(crate) struct CtpInner {
     /// Why `read` (once the queue is empty) and `write` fail: `ENODEV` once
@@ -54,6 +59,8 @@ pub(crate) struct CtpInner {
     pub(crate) rx_messages: u64,
     /// Datagrams dropped: the receive queue was full (or out of memory).
     pub(crate) rx_dropped: u64,
+    /// Bound to a file (`false`: made by `tp-new`, waiting for a bind).
+    pub(crate) claimed: bool,
 }
 
 /// The kernel's side of one CTP file (see the module documentation).
@@ -61,6 +68,10 @@ pub(crate) struct CtpInner {
 pub(crate) struct CtpEnd {
     /// The remote CNA (fixed; the device's table is searched by it).
     pub(crate) remote: Addr,
+    /// The end's name in netlink (`tp-get`'s `tpn`) and in the bind's
+    /// answer: [`CTP_HANDLE_BASE`] plus its slot (CTP packets carry no
+    /// TPN).
+    pub(crate) handle: u32,
     #[pin]
     pub(crate) inner: Mutex<CtpInner>,
     /// Readers and writers wait here for `inner.events` to move; `poll`
@@ -70,9 +81,11 @@ pub(crate) struct CtpEnd {
 }
 
 impl CtpEnd {
-    /// The end of a file bound to `remote`, its receive queue allocated.
-    pub(crate) fn new(remote: Addr) -> Result<Arc<Self>> {
+    /// The end towards `remote` named `handle`, its receive queue
+    /// allocated: a file's (`claimed`), or one `tp-new` made.
+    pub(crate) fn new(remote: Addr, handle: u32, claimed: bool) -> Result<Arc<Self>> {
         let inner = CtpInner {
+            claimed,
             error: None,
             rx: RxQueue::new()?,
             events: 0,
@@ -86,6 +99,7 @@ impl CtpEnd {
         Arc::pin_init(
             pin_init!(Self {
                 remote,
+                handle,
                 inner <- new_mutex!(inner),
                 changed,
             }),
@@ -135,7 +149,8 @@ impl CtpEnd {
         self.bump(&mut g);
     }
 
-    /// The file fails with `errno` (the device is going).
+    /// The file fails with `errno` (the device is going, or an
+    /// administrator tore the end down: `ECONNABORTED`).
     pub(crate) fn fail(&self, errno: Error) {
         let mut g = self.inner.lock();
         if g.error.is_none() {

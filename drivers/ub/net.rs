@@ -47,7 +47,7 @@ use kernel::{
 };
 
 use crate::channel::{cause_errno, TpChannel};
-use crate::ctp::CtpEnd;
+use crate::ctp::{CtpEnd, CTP_HANDLE_BASE};
 use crate::host::echo::{Echo, EchoKind, ECHO_HEADER_LEN};
 use crate::host::{
     Addr, AllocError, ChannelConfig, ConfigError, DatagramKind, Delivery, DeliverySink, Endpoint,
@@ -61,8 +61,8 @@ use crate::port::{now_ns, Port, MAX_PACKET};
 use crate::proto::net::npi::{Npi, NpiMode};
 use crate::proto::net::route::RouteEntry;
 use crate::snapshot::{
-    DevSnapshot, EchoReply, EchoRequest, Field, Refusal, ReplyTo, RouteSnapshot, TpEvent,
-    TpSnapshot, TpgEvent, TpgMember, TpgSnapshot,
+    CtpCounters, DevSnapshot, EchoReply, EchoRequest, Field, Refusal, ReplyTo, RouteSnapshot,
+    TpEvent, TpSnapshot, TpgEvent, TpgMember, TpgSnapshot,
 };
 use crate::transport::cm::{ChannelState, CmTiming};
 use crate::transport::tpg::TpgPolicy;
@@ -1007,41 +1007,60 @@ impl Net {
 
 impl Net {
     /// Binds a CTP file to `remote` (a CNA): its end, and the largest
-    /// datagram payload the endpoint takes to it. `EADDRNOTAVAIL` without
-    /// a local address of `remote`'s format, `EADDRINUSE` if a file is
-    /// bound to `remote` already, `EINVAL` for a non-CNA remote.
-    pub(crate) fn ctp_bind(&self, remote: Addr) -> Result<(Arc<CtpEnd>, u32)> {
-        let mut st = self.state.lock();
-        // Under the lock: `shutdown` sets `stopping` before it takes the
-        // table, so an end pushed here is always failed with it.
-        if self.stopping.load(Relaxed) {
-            return Err(ENODEV);
-        }
-        let max = st
-            .ep
-            .max_datagram(DatagramKind::Ctp, remote)
-            .ok_or(EINVAL)?;
-        if st.ep.config().local.matching(&remote).is_none() {
-            return Err(EADDRNOTAVAIL);
-        }
-        if st.ctps.iter().any(|c| c.remote == remote) {
-            return Err(EADDRINUSE);
-        }
-        if st.ctps.len() >= MAX_CTP_FILES {
-            return Err(ENOSPC);
-        }
-        let end = CtpEnd::new(remote)?;
-        st.ctps.push(end.clone(), GFP_KERNEL)?;
-        Ok((end, max))
+    /// datagram payload the endpoint takes to it. The end `tp-new` made
+    /// for `remote`, if there is one unclaimed, with what it received;
+    /// else a new one. `EADDRNOTAVAIL` without a local address of
+    /// `remote`'s format, `EADDRINUSE` if a file is bound to `remote`
+    /// already, `EINVAL` for a non-CNA remote, `ENOSPC` past
+    /// [`MAX_CTP_FILES`] ends.
+    pub(crate) fn ctp_bind(self: &Arc<Self>, remote: Addr) -> Result<(Arc<CtpEnd>, u32)> {
+        let r = {
+            let mut st = self.state.lock();
+            // Under the lock: `shutdown` sets `stopping` before it takes
+            // the table, so an end pushed here is always failed with it.
+            if self.stopping.load(Relaxed) {
+                return Err(ENODEV);
+            }
+            let max = st
+                .ep
+                .max_datagram(DatagramKind::Ctp, remote)
+                .ok_or(EINVAL)?;
+            if st.ep.config().local.matching(&remote).is_none() {
+                return Err(EADDRNOTAVAIL);
+            }
+            let end = match st.ctps.iter().find(|c| c.remote == remote) {
+                Some(c) => {
+                    let mut g = c.inner.lock();
+                    if g.claimed {
+                        return Err(EADDRINUSE);
+                    }
+                    g.claimed = true;
+                    drop(g);
+                    c.clone()
+                }
+                None => st.new_ctp_end(remote, true)?,
+            };
+            (end, max)
+        };
+        // The new end's notification goes out.
+        self.kick();
+        Ok(r)
     }
 
     /// The CTP file of `end` is closing: its remote is free for a new bind
-    /// (its datagrams still queued go out).
-    pub(crate) fn ctp_close(&self, end: &Arc<CtpEnd>) {
-        let mut st = self.state.lock();
-        if let Some(i) = st.ctps.iter().position(|c| Arc::ptr_eq(c, end)) {
-            let _ = st.ctps.remove(i);
+    /// (its datagrams still queued go out). Nothing if `tp-del` took the
+    /// end from the table already.
+    pub(crate) fn ctp_close(self: &Arc<Self>, end: &Arc<CtpEnd>) {
+        {
+            let mut st = self.state.lock();
+            let Some(i) = st.ctps.iter().position(|c| Arc::ptr_eq(c, end)) else {
+                return;
+            };
+            if let Ok(c) = st.ctps.remove(i) {
+                queue_ctp_event(&mut st.tp_events, &c, true);
+            }
         }
+        self.kick();
     }
 
     /// Queues datagram `m` of `end`'s file; `EAGAIN` when the CTP share of
@@ -1401,7 +1420,9 @@ impl Net {
     /// netlink (`tp-get`): what the endpoint knows of each (peer TPN,
     /// parameters, counters) and what the channel holds (state, error,
     /// queues), under the endpoint's lock and then each channel's, the lock
-    /// order. `ENOMEM` if the copy cannot be allocated.
+    /// order; and the CTP ends whose handle is in `tpns` (after every
+    /// channel: a handle is above every TPN). `ENOMEM` if the copy cannot
+    /// be allocated.
     pub(crate) fn tp_snapshots(
         &self,
         tpns: impl core::ops::RangeBounds<u32>,
@@ -1410,7 +1431,31 @@ impl Net {
         {
             let st = self.state.lock();
             let n = st.chans.iter().filter(|c| tpns.contains(&c.tpn)).count();
-            v = KVec::with_capacity(n, GFP_KERNEL)?;
+            let ctps = st.ctps.iter().filter(|c| tpns.contains(&c.handle));
+            v = KVec::with_capacity(n.saturating_add(ctps.count()), GFP_KERNEL)?;
+            for c in st.ctps.iter().filter(|c| tpns.contains(&c.handle)) {
+                let g = c.inner.lock();
+                let snap = TpSnapshot {
+                    dev_index: self.index,
+                    id: ctp_event_of(c, &g, false),
+                    peer_tpn: 0,
+                    params: None,
+                    claimed: g.claimed,
+                    rx_queued: u32::try_from(g.rx.len()).unwrap_or(u32::MAX),
+                    counters: None,
+                    ctp: Some(CtpCounters {
+                        tx_packets: g.tx_packets,
+                        rx_packets: g.rx_packets,
+                        rx_dropped: g.rx_dropped,
+                    }),
+                    tx_messages: g.tx_messages,
+                    // CTP acknowledges nothing.
+                    tx_acked: 0,
+                    rx_messages: g.rx_messages,
+                };
+                drop(g);
+                v.push_within_capacity(snap).map_err(|_| ENOMEM)?;
+            }
             for c in st.chans.iter().filter(|c| tpns.contains(&c.tpn)) {
                 let g = c.inner.lock();
                 let snap = TpSnapshot {
@@ -1421,6 +1466,7 @@ impl Net {
                     claimed: g.claimed,
                     rx_queued: u32::try_from(g.rx.len()).unwrap_or(u32::MAX),
                     counters: st.ep.counters(c.tpn),
+                    ctp: None,
                     tx_messages: g.tx_messages,
                     tx_acked: g.tx_acked,
                     rx_messages: g.rx_messages,
@@ -1440,9 +1486,36 @@ fn tp_event_of(tpn: u32, g: &crate::channel::TpInner) -> TpEvent {
         tpn,
         peer: g.remote,
         key: g.key,
+        ctp: false,
         state: g.state,
         closed: g.closed,
         error: g.error.map_or(0, |e| e.to_errno().unsigned_abs()),
+    }
+}
+
+/// A CTP end's identity and state, read under its lock: RTS (CTP has no
+/// setup), ERR once it failed, `closed` once it left the device's table.
+fn ctp_event_of(c: &CtpEnd, g: &crate::ctp::CtpInner, closed: bool) -> TpEvent {
+    TpEvent {
+        tpn: c.handle,
+        peer: c.remote,
+        key: 0,
+        ctp: true,
+        state: if g.error.is_some() {
+            ChannelState::Err
+        } else {
+            ChannelState::Rts
+        },
+        closed,
+        error: g.error.map_or(0, |e| e.to_errno().unsigned_abs()),
+    }
+}
+
+/// Queues the notification of CTP end `c` (made, or `closed`); dropped
+/// when the queue is full.
+fn queue_ctp_event(q: &mut [Option<TpEvent>; TP_EVENTS], c: &CtpEnd, closed: bool) {
+    if let Some(slot) = q.iter_mut().find(|s| s.is_none()) {
+        *slot = Some(ctp_event_of(c, &c.inner.lock(), closed));
     }
 }
 
@@ -1909,6 +1982,48 @@ impl Net {
         })
     }
 
+    /// Makes a CTP end towards `remote` (a CNA), held by the device and
+    /// unclaimed: it queues what `remote` sends (up to a file's receive
+    /// bound, then drops and counts) until a CTP bind of `remote` claims
+    /// it. Returns its handle (`tp-new` with `transport ctp`).
+    pub(crate) fn ctp_open_unclaimed(self: &Arc<Self>, remote: Addr) -> Result<u32, Refusal> {
+        if self.stopping.load(Relaxed) {
+            return Err(Refusal::no_device());
+        }
+        if !matches!(remote, Addr::Cna16(_) | Addr::Cna24(_)) {
+            return Err(refuse(
+                EINVAL,
+                c"CTP needs a 16- or 24-bit CNA peer address (UB spec 7: CTP runs over the CNA formats)",
+                Some(Field::Peer),
+            ));
+        }
+        self.change_state(|st| {
+            if st.ep.config().local.matching(&remote).is_none() {
+                return Err(refuse(
+                    EADDRNOTAVAIL,
+                    c"the device has no local address in the peer's format",
+                    Some(Field::Peer),
+                ));
+            }
+            if st.ctps.iter().any(|c| c.remote == remote) {
+                return Err(refuse(
+                    EEXIST,
+                    c"a CTP end for this peer exists already (one per peer address)",
+                    Some(Field::Peer),
+                ));
+            }
+            match st.new_ctp_end(remote, false) {
+                Ok(c) => Ok(c.handle),
+                Err(e) if e == ENOSPC => Err(refuse(
+                    ENOSPC,
+                    c"the device holds 64 CTP ends already",
+                    None,
+                )),
+                Err(_) => Err(refuse(ENOMEM, c"no memory for the CTP end", None)),
+            }
+        })
+    }
+
     /// Runs `change` (a netlink request's) under the endpoint's lock, then
     /// sends what the endpoint can and queues its work (which announces
     /// what changed), as every change of a channel does. A refused request
@@ -1944,6 +2059,13 @@ impl Net {
         change: TpChange,
     ) -> Result<(), Refusal> {
         self.change_state(|st| {
+            if st.ctps.iter().any(|c| c.handle == tpn) {
+                return Err(refuse(
+                    EOPNOTSUPP,
+                    c"a CTP end has no state to change (CTP has no setup: UB spec 7)",
+                    Some(Field::State),
+                ));
+            }
             let c = Self::live_channel(st, tpn)?;
             if !st.changeable(tpn) {
                 return Err(refuse(
@@ -1962,6 +2084,14 @@ impl Net {
     /// held.
     pub(crate) fn channel_delete(self: &Arc<Self>, tpn: u32) -> Result<(), Refusal> {
         self.change_state(|st| {
+            if let Some(i) = st.ctps.iter().position(|c| c.handle == tpn) {
+                // A CTP end: its file reads what is queued, then
+                // ECONNABORTED; its peer address is free at once.
+                let c = st.ctps.remove(i).map_err(|_| Refusal::no_channel())?;
+                c.fail(ECONNABORTED);
+                queue_ctp_event(&mut st.tp_events, &c, true);
+                return Ok(());
+            }
             let c = Self::live_channel(st, tpn)?;
             st.abort_channel(&c);
             Ok(())
@@ -2153,6 +2283,24 @@ impl NetState {
 /// Channels and groups made and changed over netlink, under the
 /// endpoint's lock.
 impl NetState {
+    /// A new CTP end towards `remote` in the table, on the lowest free
+    /// handle, announced. `ENOSPC` past [`MAX_CTP_FILES`] ends.
+    fn new_ctp_end(&mut self, remote: Addr, claimed: bool) -> Result<Arc<CtpEnd>> {
+        if self.ctps.len() >= MAX_CTP_FILES {
+            return Err(ENOSPC);
+        }
+        // Fewer ends than slots: one of the first `len + 1` is free.
+        let handle = (0..=self.ctps.len())
+            .filter_map(|n| u32::try_from(n).ok())
+            .map(|n| CTP_HANDLE_BASE + n)
+            .find(|h| !self.ctps.iter().any(|c| c.handle == *h))
+            .ok_or(ENOSPC)?;
+        let end = CtpEnd::new(remote, handle, claimed)?;
+        self.ctps.push(end.clone(), GFP_KERNEL)?;
+        queue_ctp_event(&mut self.tp_events, &end, false);
+        Ok(end)
+    }
+
     /// Opens channel `key` to `remote` with `cfg` (checked by
     /// [`check_tp_new`]), unclaimed, and announces it.
     fn open_unclaimed(

@@ -23,8 +23,8 @@ use crate::link::engine::{DllState, RetryReqState};
 use crate::net::npi::{Npi, NpiMode};
 use crate::registry;
 use crate::snapshot::{
-    DevSnapshot, EchoReply, EchoRequest, Field, PortEvent, PortSettings, PortSnapshot, Refusal,
-    ReplyTo, RouteSnapshot, TpEvent, TpSnapshot, TpgEvent, TpgMember, TpgSnapshot,
+    CtpCounters, DevSnapshot, EchoReply, EchoRequest, Field, PortEvent, PortSettings, PortSnapshot,
+    Refusal, ReplyTo, RouteSnapshot, TpEvent, TpSnapshot, TpgEvent, TpgMember, TpgSnapshot,
 };
 use crate::transport::cc::{CcAlgorithm, CcConfig};
 use crate::transport::cm::{cc_code, ChannelState};
@@ -810,13 +810,22 @@ const fn tp_mode(m: RetransmitMode) -> u32 {
 }
 
 /// What a `tp-change-ntf` carries, and the head of a `tp-get` reply.
+/// A CTP end has no key: its `tpn` is its handle.
 fn fill_tp_event(w: &mut Writer, dev_index: u32, e: &TpEvent) -> Result {
     w.put_u32(uapi::UB_A_TP_DEV_INDEX, dev_index)?;
     w.put_u32(uapi::UB_A_TP_TPN, e.tpn)?;
     put_addr(w, uapi::UB_A_TP_PEER, &e.peer)?;
-    w.put_u32(uapi::UB_A_TP_KEY, e.key)?;
+    if !e.ctp {
+        w.put_u32(uapi::UB_A_TP_KEY, e.key)?;
+    }
     w.put_u32(uapi::UB_A_TP_STATE, tp_state(e.state, e.closed))?;
-    w.put_u32(uapi::UB_A_TP_ERROR, e.error)
+    w.put_u32(uapi::UB_A_TP_ERROR, e.error)?;
+    let transport = if e.ctp {
+        uapi::UB_TP_TRANSPORT_CTP
+    } else {
+        uapi::UB_TP_TRANSPORT_RTP
+    };
+    w.put_u32(uapi::UB_A_TP_TRANSPORT, transport)
 }
 
 fn fill_tp(w: &mut Writer, t: &TpSnapshot) -> Result {
@@ -847,8 +856,30 @@ fn fill_tp(w: &mut Writer, t: &TpSnapshot) -> Result {
     }
     w.put_bool(uapi::UB_A_TP_CLAIMED, t.claimed)?;
     w.put_u32(uapi::UB_A_TP_RX_QUEUED, t.rx_queued)?;
+    if let Some(k) = &t.ctp {
+        return fill_ctp_stats(w, k, t.tx_messages, t.rx_messages);
+    }
     let messages = [t.tx_messages, t.tx_acked, t.rx_messages];
     fill_tp_stats(w, t.counters.as_ref(), messages)
+}
+
+/// The `stats` nest of a CTP end: datagrams sent, received and dropped,
+/// and those the user wrote and those queued for it (nothing is
+/// acknowledged, so no `tx-acked`).
+fn fill_ctp_stats(w: &mut Writer, k: &CtpCounters, tx_messages: u64, rx_messages: u64) -> Result {
+    w.nest(uapi::UB_A_TP_STATS, |w| {
+        const PAD: u32 = uapi::UB_A_TP_STATS_PAD;
+        for (ty, v) in [
+            (uapi::UB_A_TP_STATS_TX_PACKETS, k.tx_packets),
+            (uapi::UB_A_TP_STATS_RX_PACKETS, k.rx_packets),
+            (uapi::UB_A_TP_STATS_RX_DROPPED, k.rx_dropped),
+            (uapi::UB_A_TP_STATS_TX_MESSAGES, tx_messages),
+            (uapi::UB_A_TP_STATS_RX_MESSAGES, rx_messages),
+        ] {
+            w.put_u64(ty, v, PAD)?;
+        }
+        Ok(())
+    })
 }
 
 /// The `stats` nest of a channel (or of a group, its members' summed):
@@ -1259,6 +1290,39 @@ fn new_request(req: &Request<'_>) -> Result<(u32, Addr, u32), Error> {
     Ok((dev, parse_addr(req, nest, Field::Peer)?, key))
 }
 
+/// The device and peer of a `tp-new` of a CTP end, which takes no key and
+/// none of the RTP channel attributes (CTP has no setup, PSN, window,
+/// retransmission or load balancing of its own).
+fn ctp_new_request(req: &Request<'_>) -> Result<(u32, Addr), Error> {
+    let dev = req.require_u32(uapi::UB_A_TP_DEV_INDEX)?;
+    let nest = req.require(uapi::UB_A_TP_PEER)?;
+    let remote = parse_addr(req, nest, Field::Peer)?;
+    let rtp_only = TpAttrs {
+        transport: None,
+        ..TpAttrs::of(req)
+    }
+    .first_fixed();
+    let refused = if req.get(uapi::UB_A_TP_KEY).is_some() {
+        Some(Refusal::of(
+            Field::Key,
+            EINVAL,
+            c"a CTP end has no key: there is one per peer address",
+        ))
+    } else {
+        rtp_only.map(|f| {
+            Refusal::of(
+                f,
+                EINVAL,
+                c"an RTP channel attribute: CTP has no setup, PSN, window or retransmission (UB spec 7)",
+            )
+        })
+    };
+    match refused {
+        Some(r) => Err(req.refuse(&r)),
+        None => Ok((dev, remote)),
+    }
+}
+
 /// The channel configuration of a `tp-new` request (of each member of a
 /// `tpg-new`): its attributes over the driver's defaults.
 fn new_config(req: &Request<'_>) -> Result<ChannelConfig, Error> {
@@ -1371,10 +1435,12 @@ const CAQM_HINT_UNIT: u32 = 32;
 fn channel_config(a: &TpAttrs, base: ChannelConfig) -> Result<ChannelConfig, Refusal> {
     let mut cfg = base;
     if a.transport == Some(uapi::UB_TP_TRANSPORT_CTP) {
+        // tp-new makes CTP ends before it asks for a configuration: this
+        // is tpg-new's.
         return Err(Refusal::of(
             Field::Transport,
-            EOPNOTSUPP,
-            c"CTP channels are not yet supported by tp-new",
+            EINVAL,
+            c"a TP Channel Group's members are RTP channels (tp-new makes CTP ends, one per peer)",
         ));
     }
     if let Some(m) = a.mode {
@@ -1507,9 +1573,17 @@ unsafe extern "C" fn ub_nl_tp_new_doit(
     // SAFETY: Called by genetlink for the tp-new doit.
     let req = unsafe { do_request(info, maxattr::TP_NEW_DO, AttrSet::Tp) };
     errno_of((|| {
-        let (dev, remote, key) = new_request(&req)?;
-        let cfg = new_config(&req)?;
-        let tpn = registry::tp_new(dev, remote, key, cfg).map_err(|r| req.refuse(&r))?;
+        let tpn = if TpAttrs::of(&req).transport == Some(uapi::UB_TP_TRANSPORT_CTP) {
+            let (dev, remote) = ctp_new_request(&req)?;
+            let handle = registry::ctp_new(dev, remote).map_err(|r| req.refuse(&r))?;
+            (dev, handle)
+        } else {
+            let (dev, remote, key) = new_request(&req)?;
+            let cfg = new_config(&req)?;
+            let tpn = registry::tp_new(dev, remote, key, cfg).map_err(|r| req.refuse(&r))?;
+            (dev, tpn)
+        };
+        let (dev, tpn) = tpn;
         // SAFETY: `info` is the doit's.
         unsafe {
             reply(info, uapi::UB_CMD_TP_NEW, |w| {
@@ -2402,6 +2476,7 @@ mod tests {
                 tpn,
                 peer: Addr::Ipv4([10, 0, 2, 100]),
                 key: 7,
+                ctp: false,
                 state: ChannelState::Rts,
                 closed: false,
                 error: 0,
@@ -2411,6 +2486,7 @@ mod tests {
             claimed: true,
             rx_queued: 0,
             counters: None,
+            ctp: None,
             tx_messages: 0,
             tx_acked: 0,
             rx_messages: 0,
@@ -2524,7 +2600,7 @@ mod tests {
                     ..TpAttrs::default()
                 },
                 Field::Transport,
-                EOPNOTSUPP,
+                EINVAL,
             ),
             (
                 TpAttrs {
@@ -2795,6 +2871,90 @@ mod tests {
         let state = got.map(|v| v.first().map(|s| (s.id.head.state, s.id.head.error)));
         let aborted = ECONNABORTED.to_errno().unsigned_abs();
         assert_eq!(state.ok(), Some(Some((ChannelState::Err, aborted))));
+        drop(net.shutdown());
+    }
+
+    /// CTP ends through `tp-new` (transport ctp), `tp-get`, `tp-set`,
+    /// `tp-del` and the CTP bind, on a device of this test: an end made
+    /// unclaimed is listed under its handle (2^23 and above) with the CTP
+    /// transport, every refusal names its attribute and makes nothing, a
+    /// bind of its peer claims that very end, `tp-del` fails it with
+    /// `ECONNABORTED` and frees the peer address at once.
+    #[test]
+    fn ctp_ends_on_a_device() {
+        use crate::ctp::CTP_HANDLE_BASE;
+        use crate::ub_net::{Net, TpChange};
+        let net = Net::new(u32::MAX - 2, c"kunit", 1, 0);
+        assert!(net.is_ok());
+        let Ok(net) = net else { return };
+        assert!(net.set_addr(Addr::Cna16(0x0101), true).is_ok());
+        let peer = Addr::Cna16(0x0102);
+        let listed = |net: &Net| net.tp_snapshots(..).map_or(usize::MAX, |v| v.len());
+        let refusal = |r: Result<u32, Refusal>| {
+            r.err().map(|r| {
+                (
+                    r.errno.to_errno(),
+                    r.field.and_then(|f| field_attr(AttrSet::Tp, f)),
+                )
+            })
+        };
+        let h = net.ctp_open_unclaimed(peer);
+        assert_eq!(h.as_ref().ok(), Some(&CTP_HANDLE_BASE));
+        let Ok(h) = h else { return };
+        let got = net.tp_snapshots(h..=h);
+        let snap = got.as_ref().ok().and_then(|v| v.first().copied());
+        assert!(snap.is_some_and(|s| s.id.ctp
+            && s.id.peer == peer
+            && s.id.state == ChannelState::Rts
+            && !s.claimed
+            && s.ctp.is_some()
+            && s.params.is_none()));
+        for (to, want) in [
+            (peer, (EEXIST.to_errno(), Some(uapi::UB_A_TP_PEER))),
+            (
+                Addr::Ipv4([10, 9, 0, 2]),
+                (EINVAL.to_errno(), Some(uapi::UB_A_TP_PEER)),
+            ),
+            (
+                Addr::Cna24(0x0102),
+                (EADDRNOTAVAIL.to_errno(), Some(uapi::UB_A_TP_PEER)),
+            ),
+        ] {
+            assert_eq!(refusal(net.ctp_open_unclaimed(to)), Some(want));
+            assert_eq!(listed(&net), 1);
+        }
+        let set = net.channel_change(h, TpChange::Suspend).err();
+        assert_eq!(
+            set.map(|r| (r.errno.to_errno(), r.field)),
+            Some((EOPNOTSUPP.to_errno(), Some(Field::State)))
+        );
+        // The bind of its peer claims this very end; a second is refused.
+        let bound = net.ctp_bind(peer);
+        assert!(bound.as_ref().is_ok_and(|(e, _)| e.handle == h));
+        assert_eq!(
+            net.ctp_bind(peer).err().map(|e| e.to_errno()),
+            Some(EADDRINUSE.to_errno())
+        );
+        let claimed = net.tp_snapshots(h..=h);
+        assert!(claimed.is_ok_and(|v| v.first().is_some_and(|s| s.claimed)));
+        // tp-del: the file's end fails, the peer is free at once.
+        assert!(net.channel_delete(h).is_ok());
+        assert!(bound
+            .as_ref()
+            .is_ok_and(|(e, _)| e.inner.lock().error == Some(ECONNABORTED)));
+        assert_eq!(listed(&net), 0);
+        assert!(net.channel_delete(h).is_err());
+        let again = net.ctp_bind(peer);
+        assert!(again
+            .as_ref()
+            .is_ok_and(|(e, _)| e.handle == h && e.inner.lock().claimed));
+        if let (Ok((old, _)), Ok((new, _))) = (&bound, &again) {
+            // The deleted end's close changes nothing of the new one.
+            net.ctp_close(old);
+            assert_eq!(listed(&net), 1);
+            net.ctp_close(new);
+        }
+        assert_eq!(listed(&net), 0);
         drop(net.shutdown());
     }
 

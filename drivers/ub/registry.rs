@@ -221,6 +221,12 @@ pub(crate) fn tp_new(
     find(dev)?.channel_open_unclaimed(remote, key, cfg)
 }
 
+/// Makes a CTP end towards `remote`, unclaimed (`tp-new` with `transport
+/// ctp`); its handle.
+pub(crate) fn ctp_new(dev: u32, remote: Addr) -> Result<u32, Refusal> {
+    find(dev)?.ctp_open_unclaimed(remote)
+}
+
 /// Suspends or resumes TP Channel `tpn` (`tp-set`).
 pub(crate) fn tp_set(dev: u32, tpn: u32, change: crate::ub_net::TpChange) -> Result<(), Refusal> {
     find(dev)?.channel_change(tpn, change)

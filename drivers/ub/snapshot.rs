@@ -255,8 +255,11 @@ pub(crate) struct TpSnapshot {
     pub(crate) claimed: bool,
     /// Messages received and not yet read.
     pub(crate) rx_queued: u32,
-    /// The endpoint's transport counters (`None` as for `params`).
+    /// The endpoint's transport counters (`None` as for `params`, and for
+    /// a CTP end).
     pub(crate) counters: Option<ChannelCounters>,
+    /// A CTP end's datagram counters (`None` for an RTP channel).
+    pub(crate) ctp: Option<CtpCounters>,
     /// Messages the user sent.
     pub(crate) tx_messages: u64,
     /// Of those, messages acknowledged.
@@ -265,16 +268,30 @@ pub(crate) struct TpSnapshot {
     pub(crate) rx_messages: u64,
 }
 
+/// What a CTP end counted (`ctp.rs`).
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct CtpCounters {
+    /// Datagrams the endpoint sent.
+    pub(crate) tx_packets: u64,
+    /// Datagrams received from the remote (queued or dropped).
+    pub(crate) rx_packets: u64,
+    /// Of those, dropped: the receive queue was full.
+    pub(crate) rx_dropped: u64,
+}
+
 /// A TP Channel's identity and state: a `tp-change-ntf`, and the head of
 /// a [`TpSnapshot`].
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct TpEvent {
-    /// TPN on this device.
+    /// TPN on this device (a CTP end's handle).
     pub(crate) tpn: u32,
     /// The peer's address.
     pub(crate) peer: Addr,
-    /// The key both ends name the channel by.
+    /// The key both ends name the channel by (none for CTP).
     pub(crate) key: u32,
+    /// A CTP end (`tpn` is its handle, `key` means nothing), not an RTP
+    /// channel.
+    pub(crate) ctp: bool,
     /// The channel's state.
     pub(crate) state: ChannelState,
     /// The endpoint freed the channel (reported as the `closed` state).

@@ -42,7 +42,7 @@ if [ "$ports" != 1 ]; then
 	exit "$KSFT_SKIP"
 fi
 
-ktap_set_plan 7
+ktap_set_plan 9
 
 # ktap_test_result runs its command unquoted ($@): each test is one word.
 link_up() {
@@ -132,6 +132,68 @@ t_clear() {
 	[ "$guest" = 0 ] && fabric link vm0.0 --ber 0
 	return 0
 }
+# A CTP end made with ubctl (netlink tp-new, transport ctp), before any
+# file: vm0 makes it towards vm1; ubctl tp show lists it under its handle
+# (2^23 and above) as CTP, unclaimed, and its queue fills with the 40
+# datagrams vm1 sends 3 s later; then ub-tp recv --ctp claims that very end
+# (the same handle) and reads all 40, intact, in order; the end goes with
+# the file. The BER is still on.
+ctp_json() {
+	"$UBCTL" -j -s tp show 0 "$1" 2> /dev/null
+}
+t_ctp_add() {
+	if [ "$guest" = 1 ]; then
+		sleep 3
+		"$UBTP" send --ctp --dev 0 --to "$them_cna" --count 40 --sizes 1-4K --seed 71 \
+			> /tmp/ub-ctp.out 2>&1
+		rc=$?
+		sed 's/^/# /' /tmp/ub-ctp.out
+		return $rc
+	fi
+	h=$("$UBCTL" tp add 0 remote "$them_cna" transport ctp) || return 1
+	echo "# ubctl tp add: handle $h"
+	[ "$h" -ge 8388608 ] || return 1
+	ctp_json "$h" | sed 's/^/# made: /'
+	ctp_json "$h" | grep '"transport":"ctp"' | grep -q '"claimed":0' || return 1
+	i=0
+	until ctp_json "$h" | grep -q '"rx-queued":40,'; do
+		i=$((i + 1))
+		[ $i -le 200 ] || { echo "# never 40 queued: $(ctp_json "$h")"; return 1; }
+		sleep 0.1
+	done
+	"$UBTP" recv --ctp --dev 0 --from "$them_cna" --count 40 --sizes 1-4K --seed 71 \
+		--idle-timeout-ms 5000 --info > /tmp/ub-ctp.out 2>&1
+	rc=$?
+	sed 's/^/# /' /tmp/ub-ctp.out
+	[ $rc -eq 0 ] && grep -q "tpn $h " /tmp/ub-ctp.out || return 1
+	# The file closed: the end is gone.
+	! ctp_json "$h" > /dev/null
+}
+# ubctl tp del of a CTP end a file holds: its reader fails with
+# ECONNABORTED (after what was queued; nothing is), and the address is
+# free again at once (a second tp add towards it works). vm0 only.
+t_ctp_del() {
+	[ "$guest" = 0 ] || return 0
+	"$UBTP" recv --ctp --dev 0 --from "$them_cna" --count 1000 --sizes 1-4K --seed 72 \
+		--idle-timeout-ms 30000 > /tmp/ub-ctp.out 2>&1 &
+	rcv=$!
+	i=0
+	# One line per entry (they start with "dev-index"), the CTP one's tpn.
+	until h=$("$UBCTL" -j tp show 0 2> /dev/null |
+		awk '{ gsub(/\},\{"dev-index"/, "}\n{\"dev-index\""); print }' |
+		grep '"transport":"ctp"' | grep -o '"tpn":[0-9]*' | cut -d: -f2 | grep .); do
+		i=$((i + 1))
+		[ $i -le 100 ] || { kill $rcv; return 1; }
+		sleep 0.1
+	done
+	echo "# the file's end: handle $h"
+	"$UBCTL" tp del 0 "$h" || { kill $rcv; return 1; }
+	wait $rcv
+	rc=$?
+	sed 's/^/# /' /tmp/ub-ctp.out | tail -2
+	[ $rc -ne 0 ] && grep -q ECONNABORTED /tmp/ub-ctp.out || return 1
+	h2=$("$UBCTL" tp add 0 remote "$them_cna" transport ctp) && "$UBCTL" tp del 0 "$h2"
+}
 
 ktap_test_result "link up, CNA and IPv4 addresses and routes configured" t_config
 ktap_test_result "the peer answers an echo" t_peer
@@ -140,6 +202,8 @@ ktap_test_result "BER 1e-5 on the link" t_ber
 ktap_test_result "$COUNT CTP datagrams vm1 -> vm0 arrive exactly once, in order, intact" t_stream
 ktap_test_result "nothing dropped (no route drop, no ICRC drop, rx_dropped 0)" t_nothing_lost
 ktap_test_result "the link layer repaired the errors (link retries > 0)" t_retries
+ktap_test_result "ubctl tp add transport ctp: listed, queues the peer's datagrams, claimed by a bind" t_ctp_add
+ktap_test_result "ubctl tp del of a CTP end: its reader gets ECONNABORTED, the address is free" t_ctp_del
 t_clear
 # The peer may still be reading its counters: leave the link up a moment.
 sleep 2

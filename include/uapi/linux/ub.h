@@ -124,11 +124,16 @@ struct ub_addr {
  * With UB_TP_BIND_CTP the file becomes a CTP end towards remote, which
  * must be a UB_ADDR_CNA16 or UB_ADDR_CNA24 address; listen, retransmit,
  * attr_flags, mtu and key must be 0 (EINVAL otherwise; timeout_ms is not
- * used). The bind returns at once: tpn and peer_tpn are 0, max_message is
- * the largest datagram payload for that address format. One CTP file per
- * device and remote address (EADDRINUSE); the device needs a local address
- * of the remote's format (EADDRNOTAVAIL). Closing the file frees the
- * address. The in-kernel API (<linux/ub.h>) opens RTP channels only.
+ * used). The bind returns at once: tpn is the CTP end's handle (2^23 and
+ * above; the tpn netlink's tp-get lists it under, as CTP packets carry no
+ * TPN), peer_tpn is 0, max_message is the largest datagram payload for that
+ * address format. One CTP file per device and remote address (EADDRINUSE);
+ * an end tp-new made for the remote (ubctl tp add ... transport ctp) is
+ * claimed by the bind, with the datagrams it queued. The device needs a
+ * local address of the remote's format (EADDRNOTAVAIL). Closing the file
+ * frees the address; tp-del of the end makes read() (after the queued
+ * datagrams) and write() fail with ECONNABORTED. The in-kernel API
+ * (<linux/ub.h>) opens RTP channels only.
  */
 struct ub_tp_bind {
 	__u32 version;		/* in: UB_TP_ABI_VERSION */

@@ -91,8 +91,10 @@ enum ub_tp_mode {
 };
 
 /*
- * Transport mode of a TP Channel: RTP (reliable, the one tp-new opens today)
- * or CTP (refused by tp-new until the driver carries it).
+ * Transport mode of a TP Channel: RTP (reliable: setup, PSNs,
+ * acknowledgements, retransmission) or CTP (compact: datagrams the link layer
+ * alone makes reliable; a CTP end has a handle, 2^23 and above, in place of a
+ * TPN, and no key).
  */
 enum ub_tp_transport {
 	UB_TP_TRANSPORT_RTP,
@@ -293,6 +295,7 @@ enum {
 	UB_A_TP_STATS_TX_ACKED,
 	UB_A_TP_STATS_RX_MESSAGES,
 	UB_A_TP_STATS_PAD,
+	UB_A_TP_STATS_RX_DROPPED,
 
 	__UB_A_TP_STATS_MAX,
 	UB_A_TP_STATS_MAX = (__UB_A_TP_STATS_MAX - 1)

@@ -102,10 +102,15 @@ pub enum Action {
     /// `UB_TP_IOC_BIND` from a child that opened the device as root, then
     /// dropped to uid/gid [`NOBODY`] (which clears its capabilities).
     BindUnprivileged(Edit),
-    /// A CTP bind to [`UNANSWERED_CNA16`] that must succeed (with `tpn` 0
-    /// and a `max_message`), then this step on the bound file.
+    /// A CTP bind to [`UNANSWERED_CNA16`] that must succeed (with a handle,
+    /// 2^23 or above, in `tpn`, `peer_tpn` 0 and a `max_message`), then
+    /// this step on the bound file.
     Ctp(CtpStep),
 }
+
+/// The first handle of a CTP end (`include/uapi/linux/ub.h`): above every
+/// TPN of an RTP channel.
+const CTP_HANDLE_BASE: u32 = 1 << 23;
 
 /// What [`Action::Ctp`] does on its bound CTP file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -752,7 +757,7 @@ pub fn run_case(path: &Path, dev: u32, n: u32, c: &Case) -> Result<Outcome, Setu
             let mut b = request(ctp_unanswered);
             bind(fd, &mut b)
                 .map_err(|e| setup("the CTP BIND (does the device have a 16-bit CNA?)", e))?;
-            if b.tpn != 0 || b.peer_tpn != 0 || b.max_message == 0 {
+            if b.tpn < CTP_HANDLE_BASE || b.peer_tpn != 0 || b.max_message == 0 {
                 return Err(SetupError(format!(
                     "the CTP BIND answered tpn {} peer_tpn {} max_message {}",
                     b.tpn, b.peer_tpn, b.max_message

@@ -342,8 +342,8 @@ pub const TP_RTO_BASE_MAX_US: u32 = 2_097_152;
 pub struct TpAdd {
     /// The peer.
     pub remote: Address,
-    /// The key both ends name the channel by.
-    pub key: u32,
+    /// The key both ends name the channel by (none for a CTP end).
+    pub key: Option<u32>,
     /// The channel's attributes.
     pub cfg: TpConfig,
 }
@@ -423,6 +423,14 @@ fn parse_channel(
                 remote = Some(v.parse::<Address>()?);
             }
             "key" => key = Some(number::<u32>(a, it.next(), "0-4294967295")?),
+            "transport" if members.is_none() => {
+                let v = it.next().ok_or("transport needs rtp or ctp")?;
+                c.transport = Some(
+                    crate::spec::TP_TRANSPORT
+                        .value_of(v)
+                        .ok_or_else(|| format!("transport '{v}': expected rtp or ctp"))?,
+                );
+            }
             "retransmit" => {
                 c.mode = Some(match it.next().map(String::as_str) {
                     Some("gbn" | "go-back-n") => tp_mode::GO_BACK_N,
@@ -541,7 +549,11 @@ fn parse_channel(
                 c.send_window = Some(in_range(a, w, 1, TP_SEND_WINDOW_MAX)?);
             }
             other => {
-                let group = if members.is_some() { "members N, " } else { "" };
+                let group = if members.is_some() {
+                    "members N, "
+                } else {
+                    "transport rtp|ctp, "
+                };
                 return Err(format!(
                     "unknown setting '{other}' (remote ADDR, key K, {group}retransmit gbn|sr, fast-retransmit [on|off], ooo-window N, rto static|dynamic ..., retry-limit N, mtu N, cc none|caqm|ldcp, lb per-flow|per-packet [range LOG2], sport BASE, send-window N)"
                 ));
@@ -549,7 +561,16 @@ fn parse_channel(
         }
     }
     let remote = remote.ok_or_else(|| format!("{what} needs remote ADDR"))?;
-    let key = key.ok_or_else(|| format!("{what} needs key K"))?;
+    let ctp = c.transport == crate::spec::TP_TRANSPORT.value_of("ctp");
+    match (ctp, key) {
+        (true, Some(_)) => {
+            return Err(format!(
+                "{what} transport ctp takes no key (one CTP end per remote address)"
+            ))
+        }
+        (false, None) => return Err(format!("{what} needs key K")),
+        _ => {}
+    }
     Ok(TpAdd {
         remote,
         key,
@@ -933,8 +954,9 @@ mod tests {
             a,
             Ok(TpAdd {
                 remote: "10.0.0.1".parse().unwrap(),
-                key: 16,
+                key: Some(16),
                 cfg: TpConfig {
+                    transport: None,
                     mode: Some(tp_mode::SELECTIVE),
                     fast_retransmit: Some(false),
                     ooo_window: Some(512),
@@ -963,9 +985,20 @@ mod tests {
         .unwrap();
         assert_eq!(a.cfg.fast_retransmit, Some(true));
         assert_eq!(a.cfg.rto, Some(Rto::Static(16_000)));
+        // A CTP end: no key, and none needed.
+        let a = parse_tp_add(&strings(&["remote", "cna16:0x0102", "transport", "ctp"])).unwrap();
+        assert_eq!((a.key, a.cfg.transport), (None, Some(1)));
         for (args, needle) in [
             (&["key", "1"][..], "needs remote"),
             (&["remote", "10.0.0.1"], "needs key"),
+            (
+                &["remote", "cna16:0x0102", "transport", "ctp", "key", "1"],
+                "takes no key",
+            ),
+            (
+                &["remote", "10.0.0.1", "transport", "udp"],
+                "expected rtp or ctp",
+            ),
             (
                 &["remote", "10.0.0.1", "key", "1", "ooo-window", "300"],
                 "expected 128",
@@ -1053,7 +1086,7 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(g.members, 4);
-        assert_eq!(g.channel.key, 140);
+        assert_eq!(g.channel.key, Some(140));
         assert_eq!(g.channel.cfg.fast_retransmit, Some(false));
         assert_eq!(g.channel.cfg.load_balance, Some(1));
         for (args, needle) in [

@@ -175,7 +175,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let d = dev_index(&mut c, &dev)?;
             let g = tpg_add.ok_or_else(|| anyhow!("no settings"))?;
             let a = g.channel;
-            let req = request::tpg_new(d, a.remote, a.key, g.members, &a.cfg);
+            let key = a.key.ok_or_else(|| anyhow!("tpg add needs key K"))?;
+            let req = request::tpg_new(d, a.remote, key, g.members, &a.cfg);
             add_tp(
                 &mut c,
                 &req,

@@ -164,7 +164,7 @@ fn tp_new(d: u32, more: Vec<Attr>) -> Request {
 /// unknown channels. None may create a channel (the state comparison
 /// counts the channels to the batch's peers).
 fn tp_cases(d: u32) -> Vec<Case> {
-    use libc::{EINVAL, EOPNOTSUPP};
+    use libc::EINVAL;
     let peer = || Attr::nest(tp::PEER, Address::V4(SPARE_IPV4).attrs());
     let key = || Attr::u32(tp::KEY, SPARE_KEY);
     let on = |id| Attr::u8(id, 1);
@@ -278,9 +278,34 @@ fn tp_cases(d: u32) -> Vec<Case> {
             rule(EINVAL, "driver's limit", Some("tp.send-window")),
         ),
         case(
-            "tp-new transport ctp (not yet)",
+            "tp-new transport ctp with a key",
             tp_new(d, vec![Attr::u32(tp::TRANSPORT, 1)]),
-            rule(EOPNOTSUPP, "not yet", Some("tp.transport")),
+            rule(EINVAL, "has no key", Some("tp.key")),
+        ),
+        case(
+            "tp-new transport ctp to an IPv4 peer",
+            req(
+                cmd::TP_NEW,
+                vec![
+                    Attr::u32(tp::DEV_INDEX, d),
+                    peer(),
+                    Attr::u32(tp::TRANSPORT, 1),
+                ],
+            ),
+            rule(EINVAL, "16- or 24-bit CNA", Some("tp.peer")),
+        ),
+        case(
+            "tp-new transport ctp with an RTP attribute (mode)",
+            req(
+                cmd::TP_NEW,
+                vec![
+                    Attr::u32(tp::DEV_INDEX, d),
+                    Attr::nest(tp::PEER, Address::Cna16(SPARE_CNA).attrs()),
+                    Attr::u32(tp::TRANSPORT, 1),
+                    Attr::u32(tp::MODE, 0),
+                ],
+            ),
+            rule(EINVAL, "RTP channel attribute", Some("tp.mode")),
         ),
         case(
             "tp-new RTP to a 16-bit CNA",
@@ -395,7 +420,7 @@ fn tpg_new(d: u32, members: u32, more: Vec<Attr>) -> Request {
 /// `tp-new` has (each member is such a channel), and unknown groups. None
 /// may create a channel.
 fn tpg_cases(d: u32) -> Vec<Case> {
-    use libc::{EINVAL, EOPNOTSUPP};
+    use libc::EINVAL;
     let peer = || Attr::nest(tp::PEER, Address::V4(SPARE_IPV4).attrs());
     let key = || Attr::u32(tp::KEY, SPARE_KEY);
     let four = || Attr::u32(tp::MEMBERS, 4);
@@ -480,9 +505,9 @@ fn tpg_cases(d: u32) -> Vec<Case> {
             rule(EINVAL, "driver's limit", Some("tp.send-window")),
         ),
         case(
-            "tpg-new transport ctp (not yet)",
+            "tpg-new transport ctp",
             tpg_new(d, 4, vec![Attr::u32(tp::TRANSPORT, 1)]),
-            rule(EOPNOTSUPP, "not yet", Some("tp.transport")),
+            rule(EINVAL, "members are RTP channels", Some("tp.transport")),
         ),
         case(
             "tpg-new RTP to a 16-bit CNA",

@@ -191,16 +191,19 @@ fn tp_head(o: &Obj) -> String {
         Some(Val::Obj(a)) => addr_text(a),
         _ => "?".to_string(),
     };
+    // A CTP end has no key.
+    let key = match o.uint("key") {
+        Some(k) => format!(" key {k}"),
+        None => String::new(),
+    };
     format!(
-        "{}/{} {} peer {peer} key {}{}",
+        "{}/{} {} peer {peer}{key}{}",
         o.uint("dev-index")
             .map_or_else(|| "?".to_string(), |i| i.to_string()),
         o.uint("tpn")
             .map_or_else(|| "?".to_string(), |i| i.to_string()),
         o.get("state")
             .map_or_else(|| "?".to_string(), |v| v.to_string()),
-        o.uint("key")
-            .map_or_else(|| "?".to_string(), |i| i.to_string()),
         tp_error(o)
     )
 }

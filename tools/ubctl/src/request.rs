@@ -213,6 +213,8 @@ pub enum Rto {
 /// What `tp add` asks for; `None` leaves the driver's default.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TpConfig {
+    /// `tp-transport` value (rtp when absent; ctp makes a CTP end).
+    pub transport: Option<u32>,
     /// `tp-mode` value (go-back-n or selective).
     pub mode: Option<u32>,
     /// Fast retransmission.
@@ -237,8 +239,9 @@ pub struct TpConfig {
     pub send_window: Option<u32>,
 }
 
-/// `tp-new`: a channel to `peer` named `key` on device `dev_index`.
-pub fn tp_new(dev_index: u32, peer: Address, key: u32, c: &TpConfig) -> Request {
+/// `tp-new`: a channel to `peer` named `key` on device `dev_index` (a CTP
+/// end has no key).
+pub fn tp_new(dev_index: u32, peer: Address, key: Option<u32>, c: &TpConfig) -> Request {
     Request {
         cmd: cmd::TP_NEW,
         dump: false,
@@ -249,7 +252,7 @@ pub fn tp_new(dev_index: u32, peer: Address, key: u32, c: &TpConfig) -> Request 
 /// `tpg-new`: a group of `members` channels to `peer`, keys `key`,
 /// `key + 1`, ..., each with `c`, on device `dev_index`.
 pub fn tpg_new(dev_index: u32, peer: Address, key: u32, members: u32, c: &TpConfig) -> Request {
-    let mut attrs = channel_attrs(dev_index, peer, key, c);
+    let mut attrs = channel_attrs(dev_index, peer, Some(key), c);
     attrs.push(Attr::u32(tp::MEMBERS, members));
     Request {
         cmd: cmd::TPG_NEW,
@@ -260,12 +263,17 @@ pub fn tpg_new(dev_index: u32, peer: Address, key: u32, members: u32, c: &TpConf
 
 /// What `tp-new` and `tpg-new` send of a channel: the device, the peer,
 /// the key and the attributes `c` gives.
-fn channel_attrs(dev_index: u32, peer: Address, key: u32, c: &TpConfig) -> Vec<Attr> {
+fn channel_attrs(dev_index: u32, peer: Address, key: Option<u32>, c: &TpConfig) -> Vec<Attr> {
     let mut attrs = vec![
         Attr::u32(tp::DEV_INDEX, dev_index),
         Attr::nest(tp::PEER, peer.attrs()),
-        Attr::u32(tp::KEY, key),
     ];
+    if let Some(k) = key {
+        attrs.push(Attr::u32(tp::KEY, k));
+    }
+    if let Some(t) = c.transport {
+        attrs.push(Attr::u32(tp::TRANSPORT, t));
+    }
     if let Some(m) = c.mode {
         attrs.push(Attr::u32(tp::MODE, m));
     }

@@ -294,6 +294,7 @@ attr_set!(
         TX_ACKED = 26, "tx-acked", Ty::U64;
         RX_MESSAGES = 27, "rx-messages", Ty::U64;
         PAD = 28, "pad", Ty::Pad;
+        RX_DROPPED = 29, "rx-dropped", Ty::U64;
     }
 );
 
