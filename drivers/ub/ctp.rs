@@ -35,9 +35,10 @@ use crate::channel::RxQueue;
 use crate::host::Addr;
 use crate::ub_net::Net;
 
-/// The first CTP end's handle, 2^23: above every TPN the endpoint gives
-/// its RTP channels (1 to its table size), so a handle is never a
-/// channel's TPN, and within the 24 bits of a TPN.
+/// The first CTP end's handle, 2^23 (`UB_TP_CTP_HANDLE_BASE` of
+/// `include/uapi/linux/ub.h`): above every TPN the endpoint gives its RTP
+/// channels (1 to its table size), so a handle is never a channel's TPN,
+/// and within the 24 bits of a TPN.
 pub(crate) const CTP_HANDLE_BASE: u32 = 1 << 23;
 
 /// What [`CtpEnd::inner`] guards.

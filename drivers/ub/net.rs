@@ -1021,13 +1021,7 @@ impl Net {
             if self.stopping.load(Relaxed) {
                 return Err(ENODEV);
             }
-            let max = st
-                .ep
-                .max_datagram(DatagramKind::Ctp, remote)
-                .ok_or(EINVAL)?;
-            if st.ep.config().local.matching(&remote).is_none() {
-                return Err(EADDRNOTAVAIL);
-            }
+            let max = st.ctp_max_datagram(remote)?;
             let end = match st.ctps.iter().find(|c| c.remote == remote) {
                 Some(c) => {
                     let mut g = c.inner.lock();
@@ -1160,7 +1154,7 @@ impl Net {
                     break c;
                 }
                 match st.ep.connect(now_ns(), remote, key, cfg) {
-                    Ok(tpn) => break st.adopt_connected(tpn, remote, key)?,
+                    Ok(tpn) => break st.record_opened(tpn, remote, key, true)?,
                     Err(OpenError::Closing) if left > 0 => {}
                     Err(e) => return Err(open_errno(e)),
                 }
@@ -1990,20 +1984,23 @@ impl Net {
         if self.stopping.load(Relaxed) {
             return Err(Refusal::no_device());
         }
-        if !matches!(remote, Addr::Cna16(_) | Addr::Cna24(_)) {
-            return Err(refuse(
-                EINVAL,
-                c"CTP needs a 16- or 24-bit CNA peer address (UB spec 7: CTP runs over the CNA formats)",
-                Some(Field::Peer),
-            ));
-        }
         self.change_state(|st| {
-            if st.ep.config().local.matching(&remote).is_none() {
-                return Err(refuse(
-                    EADDRNOTAVAIL,
-                    c"the device has no local address in the peer's format",
-                    Some(Field::Peer),
-                ));
+            match st.ctp_max_datagram(remote) {
+                Ok(_) => {}
+                Err(e) if e == EADDRNOTAVAIL => {
+                    return Err(refuse(
+                        EADDRNOTAVAIL,
+                        c"the device has no local address in the peer's format",
+                        Some(Field::Peer),
+                    ))
+                }
+                Err(_) => {
+                    return Err(refuse(
+                        EINVAL,
+                        c"CTP needs a 16- or 24-bit CNA peer address (UB spec 7: CTP runs over the CNA formats)",
+                        Some(Field::Peer),
+                    ))
+                }
             }
             if st.ctps.iter().any(|c| c.remote == remote) {
                 return Err(refuse(
@@ -2257,11 +2254,17 @@ impl Net {
 }
 
 impl NetState {
-    /// Records channel `tpn` the endpoint just opened for a binder
-    /// (claimed), in the state the endpoint has it in; closes it again if
-    /// that cannot be done.
-    fn adopt_connected(&mut self, tpn: u32, remote: Addr, key: u32) -> Result<Arc<TpChannel>> {
-        let c = match TpChannel::new(tpn, remote, key, true) {
+    /// Records channel `tpn` the endpoint just opened, `claimed` by a
+    /// binder or held by the device, in the state the endpoint has it in;
+    /// closes it again if that cannot be done.
+    fn record_opened(
+        &mut self,
+        tpn: u32,
+        remote: Addr,
+        key: u32,
+        claimed: bool,
+    ) -> Result<Arc<TpChannel>> {
+        let c = match TpChannel::new(tpn, remote, key, claimed) {
             Ok(c) => c,
             Err(e) => {
                 let _ = self.ep.close(now_ns(), tpn);
@@ -2283,6 +2286,21 @@ impl NetState {
 /// Channels and groups made and changed over netlink, under the
 /// endpoint's lock.
 impl NetState {
+    /// The largest CTP datagram payload to `remote`: `EINVAL` if CTP
+    /// cannot reach it (the endpoint's rule: CNA formats only),
+    /// `EADDRNOTAVAIL` without a local address of its format. What a CTP
+    /// bind and `tp-new` check before they make an end.
+    fn ctp_max_datagram(&self, remote: Addr) -> Result<u32> {
+        let max = self
+            .ep
+            .max_datagram(DatagramKind::Ctp, remote)
+            .ok_or(EINVAL)?;
+        if self.ep.config().local.matching(&remote).is_none() {
+            return Err(EADDRNOTAVAIL);
+        }
+        Ok(max)
+    }
+
     /// A new CTP end towards `remote` in the table, on the lowest free
     /// handle, announced. `ENOSPC` past [`MAX_CTP_FILES`] ends.
     fn new_ctp_end(&mut self, remote: Addr, claimed: bool) -> Result<Arc<CtpEnd>> {
@@ -2313,20 +2331,9 @@ impl NetState {
             .ep
             .connect(now_ns(), remote, key, cfg)
             .map_err(open_refusal)?;
-        let c = match TpChannel::new(tpn, remote, key, false) {
-            Ok(c) => c,
-            Err(_) => {
-                let _ = self.ep.close(now_ns(), tpn);
-                return Err(refuse(ENOMEM, c"no memory for the channel", None));
-            }
-        };
-        if self.chans.push(c.clone(), GFP_KERNEL).is_err() {
-            let _ = self.ep.close(now_ns(), tpn);
-            return Err(refuse(ENOMEM, c"no memory for the channel", None));
-        }
-        if let Some(s) = self.ep.state(tpn) {
-            c.set_state(s);
-        }
+        let c = self
+            .record_opened(tpn, remote, key, false)
+            .map_err(|_| refuse(ENOMEM, c"no memory for the channel", None))?;
         queue_tp_event(&mut self.tp_events, &c);
         Ok(c)
     }

@@ -1573,17 +1573,21 @@ unsafe extern "C" fn ub_nl_tp_new_doit(
     // SAFETY: Called by genetlink for the tp-new doit.
     let req = unsafe { do_request(info, maxattr::TP_NEW_DO, AttrSet::Tp) };
     errno_of((|| {
-        let tpn = if TpAttrs::of(&req).transport == Some(uapi::UB_TP_TRANSPORT_CTP) {
+        // A CTP end replies with its handle in place of a TPN.
+        let (dev, tpn) = if TpAttrs::of(&req).transport == Some(uapi::UB_TP_TRANSPORT_CTP) {
             let (dev, remote) = ctp_new_request(&req)?;
-            let handle = registry::ctp_new(dev, remote).map_err(|r| req.refuse(&r))?;
-            (dev, handle)
+            (
+                dev,
+                registry::ctp_new(dev, remote).map_err(|r| req.refuse(&r))?,
+            )
         } else {
             let (dev, remote, key) = new_request(&req)?;
             let cfg = new_config(&req)?;
-            let tpn = registry::tp_new(dev, remote, key, cfg).map_err(|r| req.refuse(&r))?;
-            (dev, tpn)
+            (
+                dev,
+                registry::tp_new(dev, remote, key, cfg).map_err(|r| req.refuse(&r))?,
+            )
         };
-        let (dev, tpn) = tpn;
         // SAFETY: `info` is the doit's.
         unsafe {
             reply(info, uapi::UB_CMD_TP_NEW, |w| {

@@ -153,6 +153,13 @@ struct ub_tp_bind {
 	__u32 reserved[7];	/* must be zero */
 };
 
+/*
+ * The first handle of a CTP end (ub_tp_bind.tpn and ub_tp_info.tpn of a
+ * CTP file, tpn in netlink): CTP packets carry no TPN, and handles lie
+ * above every TPN of an RTP channel, within 24 bits.
+ */
+#define UB_TP_CTP_HANDLE_BASE	(1U << 23)
+
 /* Most members of a TP Channel Group (ub_tp_bind.members). */
 #define UB_TP_MAX_MEMBERS	8
 /* Bytes of the group header in front of each message of a group. */

@@ -108,10 +108,6 @@ pub enum Action {
     Ctp(CtpStep),
 }
 
-/// The first handle of a CTP end (`include/uapi/linux/ub.h`): above every
-/// TPN of an RTP channel.
-const CTP_HANDLE_BASE: u32 = 1 << 23;
-
 /// What [`Action::Ctp`] does on its bound CTP file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CtpStep {
@@ -766,7 +762,7 @@ pub fn run_case(path: &Path, dev: u32, n: u32, c: &Case) -> Result<Outcome, Setu
             let mut b = request(ctp_unanswered);
             bind(fd, &mut b)
                 .map_err(|e| setup("the CTP BIND (does the device have a 16-bit CNA?)", e))?;
-            if b.tpn < CTP_HANDLE_BASE || b.peer_tpn != 0 || b.max_message == 0 {
+            if b.tpn < UB_TP_CTP_HANDLE_BASE || b.peer_tpn != 0 || b.max_message == 0 {
                 return Err(SetupError(format!(
                     "the CTP BIND answered tpn {} peer_tpn {} max_message {}",
                     b.tpn, b.peer_tpn, b.max_message

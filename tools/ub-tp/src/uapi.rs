@@ -67,6 +67,9 @@ pub const UB_TP_MTU_MIN: u32 = 256;
 pub const UB_TP_MTU_MAX: u32 = 4096;
 /// Most members of a TP Channel Group (`ub_tp_bind.members`).
 pub const UB_TP_MAX_MEMBERS: u32 = 8;
+/// The first handle of a CTP end (the bind's and INFO's `tpn` of a CTP
+/// file): above every TPN of an RTP channel, within 24 bits.
+pub const UB_TP_CTP_HANDLE_BASE: u32 = 1 << 23;
 /// Bytes of the group header in front of each message of a group (what a
 /// group's `max_message` is smaller by).
 pub const UB_TP_GROUP_HEADER: u32 = 8;

@@ -23,6 +23,17 @@ fn rts(net: &Net, s: usize, tpn: u32) -> bool {
     net.eps[s].state(tpn) == Some(ChannelState::Rts)
 }
 
+/// A pair with channel `key` from A to B set up (A in RTS, B told of it);
+/// A's TPN.
+fn established(key: u32) -> (Net, u32) {
+    let (mut net, _, _) = pair();
+    let ta = net.eps[0]
+        .connect(0, addr(1, false), key, ChannelConfig::default_rtp())
+        .unwrap();
+    assert!(net.run_until(1_000_000, |n| rts(n, 0, ta) && n.incoming_tpn(1).is_some()));
+    (net, ta)
+}
+
 #[test]
 fn connect_reaches_rts_on_both_ends_and_carries_both_directions() {
     let (mut net, _, _) = pair();
@@ -122,11 +133,7 @@ fn close_frees_the_tpn_and_the_memory_on_both_ends() {
 
 #[test]
 fn a_key_being_closed_is_refused_as_closing_then_opens_again() {
-    let (mut net, _, _) = pair();
-    let ta = net.eps[0]
-        .connect(0, addr(1, false), 3, ChannelConfig::default_rtp())
-        .unwrap();
-    assert!(net.run_until(1_000_000, |n| rts(n, 0, ta) && n.incoming_tpn(1).is_some()));
+    let (mut net, ta) = established(3);
     // Open: the key is taken. Closing: taken until the DREP comes.
     let again =
         |n: &mut Net| n.eps[0].connect(n.now, addr(1, false), 3, ChannelConfig::default_rtp());
@@ -145,11 +152,7 @@ fn a_key_being_closed_is_refused_as_closing_then_opens_again() {
 /// B's REQ retry opens the new channel.
 #[test]
 fn a_request_for_a_key_we_are_closing_waits_for_the_close() {
-    let (mut net, _, _) = pair();
-    let ta = net.eps[0]
-        .connect(0, addr(1, false), 4, ChannelConfig::default_rtp())
-        .unwrap();
-    assert!(net.run_until(1_000_000, |n| rts(n, 0, ta) && n.incoming_tpn(1).is_some()));
+    let (mut net, ta) = established(4);
     let tb = net.incoming_tpn(1).unwrap();
     let mut drep_lost = false;
     net.filter = Some(Box::new(move |_, from, t| {
@@ -289,11 +292,7 @@ fn a_peer_that_never_answers_fails_the_setup() {
 
 #[test]
 fn a_peer_that_restarts_and_opens_anew_resets_our_channel() {
-    let (mut net, _, _) = pair();
-    let ta = net.eps[0]
-        .connect(0, addr(1, false), 8, ChannelConfig::default_rtp())
-        .unwrap();
-    assert!(net.run_until(1_000_000, |n| rts(n, 0, ta) && n.incoming_tpn(1).is_some()));
+    let (mut net, ta) = established(8);
     // B restarts: a fresh endpoint (new random PSNs) opens the same key.
     net.eps[1] = endpoint_seeded(1, Some(ChannelConfig::default_rtp()), Store::default(), 5);
     let tb = net.eps[1]

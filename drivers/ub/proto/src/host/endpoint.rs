@@ -108,24 +108,6 @@ impl<S: Storage> Channel<S> {
         }
     }
 
-    /// Whether this end is tearing the channel down (its DREQ sent, or
-    /// the peer's answered and the channel not yet freed).
-    fn closing(&self) -> bool {
-        matches!(self.cm.state(), CmState::DreqSent | CmState::Closed)
-    }
-
-    /// Whether CM message `m` (not a REQ) comes from this channel's peer
-    /// end: from the TPN the setup told it, or, while its REQ waits for an
-    /// answer, a REP or REJ (they tell the peer's TPN). A TPN and key are
-    /// reused once a channel is freed: a late DREQ of the channel that had
-    /// them before must not close the new one.
-    fn is_from_peer(&self, m: &CmMsg) -> bool {
-        match self.cm.state() {
-            CmState::ReqSent => matches!(m.kind, CmKind::Rep | CmKind::Rej),
-            _ => self.cm.peer_tpn() == m.src_tpn,
-        }
-    }
-
     fn accepts_sends(&self) -> bool {
         self.error.is_none()
             && matches!(
@@ -762,7 +744,7 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
             .find(&remote, key)
             .and_then(|i| self.chans.get(i)?.as_ref())
         {
-            return Err(if c.closing() {
+            return Err(if c.cm.closing() {
                 OpenError::Closing
             } else {
                 OpenError::Exists
@@ -1112,7 +1094,7 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
                 let Some(c) = self.chans.get_mut(i).and_then(Option::as_mut) else {
                     return;
                 };
-                if c.closing() {
+                if c.cm.closing() {
                     // Our end of this key is being torn down and the peer
                     // opens it anew: it answered our DREQ already (its
                     // DREP may be behind this REQ, on another path) or it
@@ -1169,7 +1151,7 @@ impl<S: Storage, R: Random> Endpoint<S, R> {
         let known = Self::index(m.dst_tpn)
             .and_then(|i| self.chans.get_mut(i))
             .and_then(Option::as_mut)
-            .filter(|c| c.remote == from && c.key == m.txn && c.is_from_peer(m));
+            .filter(|c| c.remote == from && c.key == m.txn && c.cm.is_from_peer(m));
         let Some(c) = known else {
             self.net.unknown_channel = self.net.unknown_channel.saturating_add(1);
             if m.kind == CmKind::Dreq {

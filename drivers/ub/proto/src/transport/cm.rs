@@ -423,6 +423,24 @@ impl CmSession {
         self.peer_tpn
     }
 
+    /// Whether this end is tearing the channel down (its DREQ sent, or
+    /// the peer's answered and the channel not yet freed).
+    pub const fn closing(&self) -> bool {
+        matches!(self.state, CmState::DreqSent | CmState::Closed)
+    }
+
+    /// Whether message `m` (not a REQ) comes from this session's peer end:
+    /// from the TPN the setup told it, or, while its REQ waits for an
+    /// answer, a REP or REJ (they tell the peer's TPN). A TPN and key are
+    /// reused once a channel is freed: a late DREQ of the session that had
+    /// them before must not close the new one.
+    pub fn is_from_peer(&self, m: &CmMsg) -> bool {
+        match self.state {
+            CmState::ReqSent => matches!(m.kind, CmKind::Rep | CmKind::Rej),
+            _ => self.peer_tpn == m.src_tpn,
+        }
+    }
+
     /// Peer's initial PSN (our EPSN).
     pub const fn peer_psn(&self) -> Psn {
         self.peer_psn
