@@ -139,6 +139,57 @@ fn ip_format_fields_follow_tables_5_4_to_5_6() {
     );
 }
 
+/// RFC 1071 word by word: the reference the header code is checked against.
+fn rfc1071(bytes: &[u8]) -> u16 {
+    let mut sum: u32 = 0;
+    for w in bytes.chunks(2) {
+        sum += u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+#[test]
+fn ipv4_header_checksum_is_rfc_1071_and_any_damage_is_refused() {
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    for _ in 0..2000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let b = x.to_le_bytes();
+        let h = NetHeader::Ip(IpNth {
+            cci: Cci::DEFAULT,
+            npi: Npi::DEFAULT,
+            ip: IpHdr::V4 {
+                dscp: b[0] >> 2,
+                ecn: b[0] & 3,
+                ident: u16::from_le_bytes([b[1], b[2]]),
+                ttl: b[3],
+                src: [b[4], b[5], b[6], b[7]],
+                dst: [b[7], b[6], b[5], b[4] ^ 0xff],
+            },
+            sport: u16::from_le_bytes([b[2], b[3]]),
+        });
+        let pkt = build(&h, &b[..usize::from(b[5] % 8)]);
+        let mut ip: [u8; 20] = pkt[6..26].try_into().unwrap();
+        let written = u16::from_be_bytes([ip[10], ip[11]]);
+        ip[10] = 0;
+        ip[11] = 0;
+        assert_eq!(written, rfc1071(&ip), "header {ip:02x?}");
+        // One flipped bit anywhere in the header (the TTL and ToS too,
+        // which the ICRC masks) is caught by the checksum.
+        let bit = usize::from(b[6]) % 160;
+        let mut bad = pkt.clone();
+        bad[6 + bit / 8] ^= 1 << (bit % 8);
+        assert!(
+            NetHeader::parse(PacketClass::Ipv4, &bad).is_err(),
+            "bit {bit} of {ip:02x?}"
+        );
+    }
+}
+
 #[test]
 fn cci_modes_round_trip() {
     let cases = [
