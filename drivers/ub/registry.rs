@@ -13,6 +13,7 @@
 use kernel::{prelude::*, sync::Arc};
 
 use crate::host::Addr;
+use crate::link::engine::MIN_NUM_RETRY_THRESHOLD;
 use crate::proto::net::npi::NpiMode;
 use crate::snapshot::{
     DevSnapshot, EchoRequest, Field, PortSettings, PortSnapshot, Refusal, ReplyTo, RouteSnapshot,
@@ -145,9 +146,14 @@ pub(crate) fn port_set(dev: u32, port: u32, set: &PortSettings) -> Result<(), Re
         msg,
         field: Some(field),
     };
-    if set.num_retry_threshold == Some(0) {
+    // The policy refuses these already (ub.yaml); a threshold the link
+    // engine refuses would fail later, after the request was taken apart.
+    if set
+        .num_retry_threshold
+        .is_some_and(|t| t < MIN_NUM_RETRY_THRESHOLD)
+    {
         return Err(bad(
-            c"NUM_RETRY_THRESHOLD must be at least 1",
+            c"NUM_RETRY_THRESHOLD must be at least 2 (the link-up alignment is a retry)",
             Field::NumRetryThreshold,
         ));
     }

@@ -701,11 +701,19 @@ pub struct PingArgs {
     pub dst: Address,
 }
 
-fn parse_threshold(kw: &str, v: Option<&String>) -> Result<u8, String> {
-    let v = v.ok_or_else(|| format!("{kw} needs a value (1-255)"))?;
+/// Lowest NUM_RETRY_THRESHOLD (`port.num-retry-threshold` `checks: min`):
+/// with 1 a link retrains at every link up and never comes up
+/// (`Documentation/ub/link.rst`, "Counting retries").
+pub const RETRY_THRESHOLD_MIN: u8 = 2;
+/// Lowest NUM_PHY_REINIT_THRESHOLD (`port.num-phy-reinit-threshold`
+/// `checks: min`).
+pub const REINIT_THRESHOLD_MIN: u8 = 1;
+
+fn parse_threshold(kw: &str, v: Option<&String>, min: u8) -> Result<u8, String> {
+    let v = v.ok_or_else(|| format!("{kw} needs a value ({min}-255)"))?;
     match v.parse::<u8>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!("{kw} '{v}' out of range (1-255)")),
+        Ok(n) if n >= min => Ok(n),
+        _ => Err(format!("{kw} '{v}' out of range ({min}-255)")),
     }
 }
 
@@ -717,8 +725,12 @@ pub fn parse_port_settings(args: &[String]) -> Result<PortChanges, String> {
         match a.as_str() {
             "up" => c.admin_up = Some(true),
             "down" => c.admin_up = Some(false),
-            "retry-threshold" => c.retry_threshold = Some(parse_threshold(a, it.next())?),
-            "reinit-threshold" => c.reinit_threshold = Some(parse_threshold(a, it.next())?),
+            "retry-threshold" => {
+                c.retry_threshold = Some(parse_threshold(a, it.next(), RETRY_THRESHOLD_MIN)?)
+            }
+            "reinit-threshold" => {
+                c.reinit_threshold = Some(parse_threshold(a, it.next(), REINIT_THRESHOLD_MIN)?)
+            }
             "sharing" => {
                 c.sharing = Some(match it.next().map(String::as_str) {
                     Some("on") => true,
@@ -1131,6 +1143,13 @@ mod tests {
         assert!(parse_port_settings(&s(&["retry-threshold", "0"]))
             .unwrap_err()
             .contains("out of range"));
+        assert!(parse_port_settings(&s(&["retry-threshold", "1"]))
+            .unwrap_err()
+            .contains("out of range (2-255)"));
+        assert_eq!(
+            parse_port_settings(&s(&["reinit-threshold", "1"])).map(|c| c.reinit_threshold),
+            Ok(Some(1))
+        );
         assert!(parse_port_settings(&s(&["retry-threshold", "256"]))
             .unwrap_err()
             .contains("out of range"));

@@ -819,6 +819,20 @@ pub fn privileged_cases(t: &Target) -> Vec<Case> {
             ),
             bad("port.num-retry-threshold"),
         ),
+        // A threshold of 1 retrains at the link-up alignment, every time:
+        // the link never came up (found by ub-nlfuzz).
+        case(
+            "port-set num-retry-threshold 1",
+            req(
+                cmd::PORT_SET,
+                vec![
+                    Attr::u32(port::DEV_INDEX, d),
+                    Attr::u32(port::INDEX, p),
+                    Attr::u8(port::NUM_RETRY_THRESHOLD, 1),
+                ],
+            ),
+            bad("port.num-retry-threshold"),
+        ),
         case(
             "port-set num-phy-reinit-threshold 0",
             req(

@@ -30,7 +30,11 @@ fn usage_errors_exit_2_with_a_clear_message() {
             "unknown setting 'sideways'",
         ),
         (
-            &["port", "set", "0/1", "retry-threshold", "0"],
+            &["port", "set", "0/1", "retry-threshold", "1"],
+            "out of range (2-255)",
+        ),
+        (
+            &["port", "set", "0/1", "reinit-threshold", "0"],
             "out of range (1-255)",
         ),
         (

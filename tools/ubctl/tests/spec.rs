@@ -223,8 +223,14 @@ fn cli_limits_are_the_spec_checks() {
         check("addr", "cna", "max"),
         Some(u64::from(ubctl::addr::CNA24_MAX))
     );
-    assert_eq!(check("port", "num-retry-threshold", "min"), Some(1));
-    assert_eq!(check("port", "num-phy-reinit-threshold", "min"), Some(1));
+    assert_eq!(
+        check("port", "num-retry-threshold", "min"),
+        Some(u64::from(ubctl::cli::RETRY_THRESHOLD_MIN))
+    );
+    assert_eq!(
+        check("port", "num-phy-reinit-threshold", "min"),
+        Some(u64::from(ubctl::cli::REINIT_THRESHOLD_MIN))
+    );
     assert_eq!(check("route", "prefix-len", "max"), Some(128));
     assert_eq!(
         check("dev", "npi", "max"),

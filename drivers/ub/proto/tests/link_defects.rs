@@ -225,6 +225,37 @@ fn the_link_up_entry_into_req_counts_toward_the_threshold() {
     assert_eq!(timeouts, 14);
 }
 
+/// Found by `ub-nlfuzz` (a `port-set` of NUM_RETRY_THRESHOLD 1 on a guest):
+/// since the link-up entry into REQ counts, a threshold of 1 retrained at
+/// once on every link up and the port never came up (it ended in ERROR).
+/// A link refuses such a threshold with a typed error, and the lowest one
+/// it takes brings the link up.
+#[test]
+fn a_retry_threshold_that_could_never_bring_the_link_up_is_refused() {
+    use ub_proto::link::engine::{Link, LinkSetupError, MIN_NUM_RETRY_THRESHOLD};
+    use ub_proto::link::retry::RetrySlot;
+    for threshold in [0, 1] {
+        let c = LinkConfig {
+            num_retry_threshold: threshold,
+            ..cfg()
+        };
+        assert_eq!(
+            Link::new(c, vec![RetrySlot::EMPTY; 512]).err(),
+            Some(LinkSetupError::RetryThresholdTooLow { threshold })
+        );
+    }
+    let lowest = LinkConfig {
+        num_retry_threshold: MIN_NUM_RETRY_THRESHOLD,
+        ..cfg()
+    };
+    let mut sim = Sim::new(lowest, lowest, 512, 512, 3);
+    assert!(
+        sim.bring_up(10_000),
+        "the lowest threshold brings the link up"
+    );
+    assert_eq!(sim.a.retry_req_state(), RetryReqState::Normal);
+}
+
 /// Defect 4, first half, after a mode switch: the entry into REQ that
 /// realigns the pointers in the new mode counts too.
 #[test]

@@ -25,7 +25,7 @@ pub mod retry;
 pub use ctrl::{ControlBlock, InitParams, Negotiated};
 pub use engine::{
     Counters, Delivery, DllState, Event, Link, LinkConfig, LinkSetupError, RetryAckState,
-    RetryReqState, RxSink, TxPacket, TxSource,
+    RetryReqState, RxSink, TxPacket, TxSource, MIN_NUM_RETRY_THRESHOLD,
 };
 pub use frame::{Flit, Mode, FLIT_BYTES};
 pub use retry::RetrySlot;

@@ -253,7 +253,7 @@ pub struct LinkConfig {
     pub credit_return_delay_ns: u64,
     /// WAIT timeout (ns), 1 µs to 10 s.
     pub wait_timeout_ns: u64,
-    /// NUM_RETRY_THRESHOLD.
+    /// NUM_RETRY_THRESHOLD, at least [`MIN_NUM_RETRY_THRESHOLD`].
     pub num_retry_threshold: u8,
     /// NUM_PHY_REINIT_THRESHOLD.
     pub num_phy_reinit_threshold: u8,
@@ -380,7 +380,23 @@ pub enum LinkSetupError {
         /// Slots given.
         slots: usize,
     },
+    /// NUM_RETRY_THRESHOLD below [`MIN_NUM_RETRY_THRESHOLD`]: the link
+    /// could never come up (see there).
+    RetryThresholdTooLow {
+        /// The threshold given.
+        threshold: u8,
+    },
 }
+
+/// The lowest NUM_RETRY_THRESHOLD a link accepts. The link-up alignment is
+/// itself an entry into RETRY_REQ, and every entry counts
+/// (`link.rst`, "Counting retries"): with a threshold of 1 that first entry
+/// already reaches it, so the port retrains without ever sending the
+/// Retry_Req_Set that brings the link up, retrains again after the PHY
+/// comes back, and ends in ERROR. The specification allows any threshold;
+/// this is the one decision that keeps every accepted configuration able
+/// to bring its link up.
+pub const MIN_NUM_RETRY_THRESHOLD: u8 = 2;
 
 /// Why a control request was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -518,8 +534,15 @@ pub struct Link<S> {
 impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
     /// An engine in DLL_Disabled, or
     /// [`LinkSetupError::RetryBufferTooSmall`] if the retry buffer has
-    /// fewer than [`super::retry::MIN_RETRY_DEPTH`] slots.
+    /// fewer than [`super::retry::MIN_RETRY_DEPTH`] slots,
+    /// [`LinkSetupError::RetryThresholdTooLow`] if NUM_RETRY_THRESHOLD is
+    /// below [`MIN_NUM_RETRY_THRESHOLD`].
     pub fn new(cfg: LinkConfig, retry_storage: S) -> Result<Self, LinkSetupError> {
+        if cfg.num_retry_threshold < MIN_NUM_RETRY_THRESHOLD {
+            return Err(LinkSetupError::RetryThresholdTooLow {
+                threshold: cfg.num_retry_threshold,
+            });
+        }
         let slots = retry_storage.len();
         let retry =
             RetryBuffer::new(retry_storage).ok_or(LinkSetupError::RetryBufferTooSmall { slots })?;
@@ -529,7 +552,6 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
         // and the flit that always stays free.
         let most = retry.depth().saturating_sub(MAX_BLOCK_FLITS as u16 + 3);
         cfg.lockout_threshold = cfg.lockout_threshold.clamp(MIN_LOCKOUT_THRESHOLD, most);
-        cfg.num_retry_threshold = cfg.num_retry_threshold.max(1);
         cfg.num_phy_reinit_threshold = cfg.num_phy_reinit_threshold.max(1);
         cfg.wait_timeout_ns = cfg.wait_timeout_ns.clamp(1_000, 10_000_000_000);
         Ok(Self {
