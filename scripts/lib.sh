@@ -120,7 +120,7 @@ build_guest_bins() {
 	RUSTFLAGS="-C target-feature=+crt-static" \
 		cargo build --release --locked -q -p ub-proto-check -p ubctl -p ub-tp --target x86_64-unknown-linux-gnu
 	local rel=$CARGO_TARGET/x86_64-unknown-linux-gnu/release
-	GUEST_BINS=(--bin "$rel/ub-proto-check" --bin "$rel/ubctl" --bin "$rel/ub-nlcheck"
+	GUEST_BINS=(--bin "$rel/ub-proto-check" --bin "$rel/ubctl" --bin "$rel/ub-nlcheck" --bin "$rel/ub-nlfuzz"
 		--bin "$rel/ub-tp" --bin "$rel/ubperf")
 }
 

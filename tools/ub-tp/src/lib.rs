@@ -15,6 +15,7 @@ pub mod addr;
 pub mod channel;
 pub mod cli;
 pub mod error;
+pub mod fuzz;
 pub mod message;
 pub mod perf;
 pub mod sizes;

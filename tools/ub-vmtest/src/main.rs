@@ -54,9 +54,10 @@ struct RunArgs {
     /// the same time. Default: one guest named "vm0".
     #[arg(long = "guest")]
     guests: Vec<String>,
-    /// Extra kernel command line for every guest.
-    #[arg(long, default_value = "")]
-    append: String,
+    /// Extra kernel command line for every guest; repeat to add more
+    /// (the scripts add theirs to what their callers give).
+    #[arg(long)]
+    append: Vec<String>,
     /// Seconds before every guest still running is killed and the run fails.
     #[arg(long, default_value_t = 300)]
     timeout: u64,
@@ -199,7 +200,8 @@ fn qemu_command(args: &RunArgs, guest: &Guest) -> Command {
     let mut cmd = Command::new(&args.qemu);
     let append = format!(
         "console=ttyS0,115200 panic=-1 ubtest.guest={} {}",
-        guest.name, args.append
+        guest.name,
+        args.append.join(" ")
     );
     cmd.args([
         "-nodefaults",

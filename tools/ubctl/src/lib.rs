@@ -14,6 +14,7 @@ pub mod attr;
 pub mod cli;
 pub mod nl;
 pub mod nlcheck;
+pub mod nlfuzz;
 pub mod ping;
 pub mod reply;
 pub mod request;

@@ -524,6 +524,19 @@ impl Conn {
         Ok(self.seq)
     }
 
+    /// Send the message `build` makes from the family id and the next
+    /// sequence number, as it is (`ub-nlfuzz` sends damaged ones), and
+    /// return that sequence number.
+    pub fn send_raw(
+        &mut self,
+        build: impl FnOnce(u16, u32) -> Result<Vec<u8>, Error>,
+    ) -> Result<u32, Error> {
+        self.seq = self.seq.wrapping_add(1).max(1);
+        let bytes = build(self.family, self.seq)?;
+        self.sock.send(&bytes, Msg::empty())?;
+        Ok(self.seq)
+    }
+
     /// Wait up to `timeout` (forever if `None`) for one datagram and decode
     /// it. An empty vector means the time ran out.
     pub fn recv(&mut self, timeout: Option<Duration>) -> Result<Vec<Incoming>, Error> {

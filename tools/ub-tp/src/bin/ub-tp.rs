@@ -20,6 +20,7 @@ use serde_json::json;
 use ub_tp::abicheck;
 use ub_tp::channel::DEFAULT_PATH;
 use ub_tp::cli::{info_text, ChannelArgs};
+use ub_tp::fuzz;
 use ub_tp::sizes::SizeSpec;
 use ub_tp::stream;
 use ub_tp::verify::Verifier;
@@ -112,6 +113,73 @@ enum Cmd {
         #[arg(long)]
         ctp: bool,
     },
+    /// Drive the device from several threads at once with generated calls
+    /// on shared files (ub_tp::fuzz); fails if a call gets stuck. Run as
+    /// root, on the debug kernel, which reports what else went wrong.
+    Fuzz {
+        /// The UB device index most binds name.
+        #[arg(long, default_value_t = 0)]
+        dev: u32,
+        /// The TP Channel device node.
+        #[arg(long, default_value = DEFAULT_PATH)]
+        device: PathBuf,
+        /// An address binds go to (this host's, a peer's); repeat.
+        #[arg(long = "addr")]
+        addrs: Vec<Addr>,
+        /// How long to run, in seconds.
+        #[arg(long, default_value_t = 30)]
+        seconds: u64,
+        /// Worker threads.
+        #[arg(long, default_value_t = 4)]
+        threads: u32,
+        /// Seed of the workers' generators (default: from the clock).
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+}
+
+/// `ub-tp fuzz`: exit 0 passed, 1 a call got stuck, 4 no device.
+fn fuzz(
+    dev: u32,
+    device: &std::path::Path,
+    addrs: &[Addr],
+    seconds: u64,
+    threads: u32,
+    seed: Option<u64>,
+) -> ExitCode {
+    if !fuzz::device_present(device) {
+        println!("# ub-tp fuzz: cannot open {}, skipped", device.display());
+        return ExitCode::from(4);
+    }
+    let seed = seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    });
+    println!("# ub-tp fuzz: seed {seed}, {threads} threads, {seconds} s");
+    let cfg = fuzz::FuzzConfig {
+        path: device.to_path_buf(),
+        dev_index: dev,
+        addrs: addrs.to_vec(),
+        duration: Duration::from_secs(seconds),
+        threads,
+        seed,
+    };
+    match fuzz::run(&cfg) {
+        Ok(r) => {
+            println!("# {} calls", r.calls());
+            for l in r.lines() {
+                println!("# {l}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            println!("# ub-tp fuzz: FAILED: {e}");
+            // The stuck worker is still in the kernel: leave without
+            // waiting for it.
+            std::process::exit(1);
+        }
+    }
 }
 
 /// How a run ended: its JSON fields and whether it succeeded.
@@ -296,6 +364,14 @@ fn main() -> ExitCode {
             stream,
             echo(stream, *to, *idle_timeout_ms).context("ub-tp echo"),
         ),
+        Cmd::Fuzz {
+            dev,
+            device,
+            addrs,
+            seconds,
+            threads,
+            seed,
+        } => return fuzz(*dev, device, addrs, *seconds, *threads, *seed),
         Cmd::AbiCheck { dev, device, ctp } => {
             let cases = if *ctp {
                 abicheck::CTP_CASES
