@@ -9,6 +9,7 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use ub_proto::link::engine::MIN_TX_BUFFER;
+use ub_proto::net::npi::Npi;
 use ub_proto::net::route::RouteEntry;
 
 use crate::device::{Controller, ControllerConfig, HostileCase, Interrupts};
@@ -88,6 +89,14 @@ pub enum Command {
         /// Take the link down and up again.
         #[serde(default)]
         flap: bool,
+        /// The NPI (25 bits) the switch end of the link writes into every
+        /// IP-format packet it receives from the link; 0 stops rewriting.
+        #[serde(default)]
+        npi_ingress: Option<u32>,
+        /// The NPI the switch end writes into every IP-format packet it
+        /// sends on the link; 0 stops rewriting.
+        #[serde(default)]
+        npi_egress: Option<u32>,
     },
     /// Change a switch's faults (unset fields unchanged).
     Switch {
@@ -150,6 +159,10 @@ pub enum Command {
         /// Payload bytes.
         #[serde(default)]
         payload_len: Option<u32>,
+        /// NPI (25 bits) of the forged packets (IP format only; default:
+        /// the observed packet's, or the default partition).
+        #[serde(default)]
+        npi: Option<u32>,
         /// How long to wait for the channel's traffic, in ms (default
         /// 5000).
         #[serde(default)]
@@ -789,6 +802,53 @@ impl Fabric {
         json!({"hosts": hosts, "switches": switches, "links": links, "forge": self.forger.to_json()})
     }
 
+    /// Sets what the switch end of link `l` writes into the NPI of the
+    /// IP-format packets it receives and sends (`Some(0)` stops, `None`
+    /// leaves it). Checked before anything changes.
+    fn set_link_npi(
+        &mut self,
+        l: usize,
+        ingress: Option<u32>,
+        egress: Option<u32>,
+    ) -> Result<(), CommandError> {
+        let npi = |v: u32, name: &str| -> Result<Option<Npi>, CommandError> {
+            if v == 0 {
+                return Ok(None);
+            }
+            if v > 0x1ff_ffff {
+                return Err(CommandError::Invalid(format!(
+                    "{name} {v:#x}: an NPI is 25 bits"
+                )));
+            }
+            Ok(Some(Npi::from_raw(v)))
+        };
+        let ingress = ingress.map(|v| npi(v, "npi_ingress")).transpose()?;
+        let egress = egress.map(|v| npi(v, "npi_egress")).transpose()?;
+        let lk = self
+            .links
+            .get(l)
+            .ok_or_else(|| CommandError::Unknown(format!("link {l}")))?;
+        let Some((s, p)) = [lk.a, lk.b].into_iter().find_map(|e| match e {
+            End::Switch(s, p) => Some((s, p)),
+            End::Host(..) => None,
+        }) else {
+            return Err(CommandError::Invalid(
+                "npi: the link has no switch end (only a switch rewrites NPIs)".into(),
+            ));
+        };
+        let sw = self
+            .switches
+            .get_mut(s)
+            .ok_or_else(|| CommandError::Unknown(format!("switch {s}")))?;
+        let (cur_in, cur_out) = sw
+            .ports
+            .get(p)
+            .map(|x| (x.npi_ingress, x.npi_egress))
+            .unwrap_or_default();
+        sw.set_port_npi(p, ingress.unwrap_or(cur_in), egress.unwrap_or(cur_out));
+        Ok(())
+    }
+
     /// Applies a control command; returns its JSON answer.
     pub fn apply(&mut self, cmd: &Command, now: u64) -> Result<Value, CommandError> {
         match cmd {
@@ -801,6 +861,8 @@ impl Fabric {
                 rate_fps,
                 up,
                 flap,
+                npi_ingress,
+                npi_egress,
             } => {
                 let e = self
                     .topo
@@ -810,6 +872,9 @@ impl Fabric {
                     .ends
                     .get(&e)
                     .ok_or_else(|| CommandError::Unknown(format!("link at {link}")))?;
+                if npi_ingress.is_some() || npi_egress.is_some() {
+                    self.set_link_npi(l, *npi_ingress, *npi_egress)?;
+                }
                 let lk = &mut self.links[l];
                 let mut p: PhyParams = lk.wires[0].params;
                 if let Some(b) = ber {
@@ -915,6 +980,7 @@ impl Fabric {
                 replay,
                 count,
                 payload_len,
+                npi,
                 within_ms,
             } => {
                 // A host port, or a host: whichever of its ports the
@@ -954,6 +1020,7 @@ impl Fabric {
                     replay: *replay,
                     count: *count,
                     payload_len: *payload_len,
+                    npi: *npi,
                 })
                 .map_err(|e| CommandError::Invalid(e.to_string()))?;
                 if spec.complete() {

@@ -147,6 +147,9 @@ pub struct ForgeSpec {
     /// Payload bytes (default: the observed packet's own, or
     /// [`DEFAULT_PAYLOAD`] for a packet built from its fields).
     pub payload_len: Option<u32>,
+    /// NPI of an IP-format packet (default: the observed packet's, or the
+    /// default partition for a packet built from its fields).
+    pub npi: Option<Npi>,
 }
 
 /// The raw fields of a forge command, as the control socket and the
@@ -171,6 +174,8 @@ pub struct ForgeArgs<'a> {
     pub count: Option<u32>,
     /// Payload bytes.
     pub payload_len: Option<u32>,
+    /// NPI, 25 bits (IP format only).
+    pub npi: Option<u32>,
 }
 
 impl ForgeSpec {
@@ -207,11 +212,22 @@ impl ForgeSpec {
                 return Err(invalid(format!("payload_len {n}: at most {MAX_PAYLOAD}")));
             }
         }
+        let npi = match a.npi {
+            None => None,
+            Some(v) if v > 0x1ff_ffff => {
+                return Err(invalid(format!("npi {v:#x}: an NPI is 25 bits")))
+            }
+            Some(v) => Some(Npi::from_raw(v)),
+        };
+        if npi.is_some() && matches!(src.or(dst), Some(Addr::Cna24(_))) {
+            return Err(invalid("npi: 24-bit CNA packets carry no NPI"));
+        }
         let changes = src.is_some()
             || dst.is_some()
             || src_tpn.is_some()
             || psn.is_some()
-            || a.payload_len.is_some();
+            || a.payload_len.is_some()
+            || npi.is_some();
         if a.replay && changes {
             return Err(invalid(
                 "replay resends the observed packet unchanged: no other field",
@@ -226,6 +242,7 @@ impl ForgeSpec {
             replay: a.replay,
             count,
             payload_len: a.payload_len,
+            npi,
         })
     }
 
@@ -254,12 +271,13 @@ impl ForgeSpec {
             "replay": self.replay,
             "count": self.count,
             "payload_len": self.payload_len,
+            "npi": self.npi.map(Npi::raw),
         })
     }
 
     /// The packet of a [`complete`](Self::complete) spec, built from its
-    /// fields alone: a single-packet message (TPMSN 0, last), default NPI,
-    /// CCI and service level, a pattern payload.
+    /// fields alone: a single-packet message (TPMSN 0, last), the spec's NPI
+    /// or the default one, default CCI and service level, a pattern payload.
     pub fn build(&self) -> Result<Packet, ForgeError> {
         let (Some(src), Some(dst), Some(src_tpn), Some(PsnChoice::At(psn))) =
             (self.src, self.dst, self.src_tpn, self.psn)
@@ -271,7 +289,7 @@ impl ForgeSpec {
         let net = match (src, dst) {
             (Addr::Ipv4(s), Addr::Ipv4(d)) => NetHeader::Ip(IpNth {
                 cci: Cci::DEFAULT,
-                npi: Npi::DEFAULT,
+                npi: self.npi.unwrap_or(Npi::DEFAULT),
                 ip: IpHdr::V4 {
                     dscp: 0,
                     ecn: 0,
@@ -284,7 +302,7 @@ impl ForgeSpec {
             }),
             (Addr::Ipv6(s), Addr::Ipv6(d)) => NetHeader::Ip(IpNth {
                 cci: Cci::DEFAULT,
-                npi: Npi::DEFAULT,
+                npi: self.npi.unwrap_or(Npi::DEFAULT),
                 ip: IpHdr::V6 {
                     traffic_class: 0,
                     flow_label: 0,
@@ -319,6 +337,12 @@ impl ForgeSpec {
         let (mut net, hlen, mut h) =
             rtp_data(seen).ok_or_else(|| invalid("not an RTP data packet"))?;
         set_addrs(&mut net, self.src, self.dst)?;
+        if let Some(n) = self.npi {
+            match &mut net {
+                NetHeader::Ip(ip) => ip.npi = n,
+                _ => return Err(invalid("npi: the channel's packets carry no NPI")),
+            }
+        }
         if let Some(t) = self.src_tpn {
             h.src_tpn = t;
         }
@@ -622,6 +646,51 @@ mod tests {
         assert_eq!(tp.len() % 4, 0, "padded to 4 bytes");
         let body = tp[RTPH_LEN..tp.len() - usize::from(h.padding)].to_vec();
         (net, h, body)
+    }
+
+    /// A forged packet of another partition, or of a low-privilege member:
+    /// the NPI is the spec's, in a packet built from fields and in one
+    /// built from the channel's own; a 24-bit CNA packet has none to set.
+    #[test]
+    fn the_npi_of_a_forged_packet_is_the_specs() {
+        let with_npi = |src: &'static str, npi: u32| {
+            ForgeSpec::new(&ForgeArgs {
+                src: Some(src),
+                dst: Some("10.0.1.100"),
+                src_tpn: Some(5),
+                psn: Some(0),
+                npi: Some(npi),
+                ..args(77)
+            })
+        };
+        let low = Npi::new(1, true).raw();
+        let p = with_npi("10.0.9.100", low)
+            .expect("valid")
+            .build()
+            .expect("built");
+        let (NetHeader::Ip(ip), _, _) = parts(&p) else {
+            panic!("not IP")
+        };
+        assert_eq!(ip.npi, Npi::new(1, true));
+        let seen = complete("10.0.9.100", "10.0.1.100").build().expect("built");
+        let again = ForgeSpec::new(&ForgeArgs {
+            npi: Some(6),
+            ..args(0x00abcd)
+        })
+        .expect("valid")
+        .build_from(&seen)
+        .expect("built");
+        let (NetHeader::Ip(ip), _, _) = parts(&again) else {
+            panic!("not IP")
+        };
+        assert_eq!(ip.npi, Npi::new(6, false));
+        assert!(with_npi("10.0.9.100", 1 << 25).is_err(), "26 bits");
+        assert!(ForgeSpec::new(&ForgeArgs {
+            src: Some("cna24:0x000100"),
+            npi: Some(5),
+            ..args(77)
+        })
+        .is_err());
     }
 
     #[test]

@@ -82,6 +82,15 @@ enum Cmd {
         /// Flap: down, then up 100 µs later.
         #[arg(long)]
         flap: bool,
+        /// The NPI the switch end writes into every IP-format packet it
+        /// receives from the link (25 bits, decimal or 0x hex; bit 24 is
+        /// low privilege; 0 stops rewriting).
+        #[arg(long, value_parser = parse_npi)]
+        npi_ingress: Option<u32>,
+        /// The NPI the switch end writes into every IP-format packet it
+        /// sends on the link (0 stops rewriting).
+        #[arg(long, value_parser = parse_npi)]
+        npi_egress: Option<u32>,
     },
     /// Change a switch's injected faults at run time.
     Switch {
@@ -157,6 +166,10 @@ enum Cmd {
         /// Payload bytes (default: the observed packet's, or 64).
         #[arg(long)]
         payload_len: Option<u32>,
+        /// NPI of the packets (IP format; 25 bits, decimal or 0x hex; bit
+        /// 24 is low privilege).
+        #[arg(long, value_parser = parse_npi)]
+        npi: Option<u32>,
         /// How long to wait for the channel's traffic, in ms (default 5000).
         #[arg(long)]
         within_ms: Option<u64>,
@@ -221,6 +234,8 @@ fn main() -> anyhow::Result<()> {
             down,
             up,
             flap,
+            npi_ingress,
+            npi_egress,
         } => {
             let up = if down {
                 Some(false)
@@ -237,6 +252,8 @@ fn main() -> anyhow::Result<()> {
                 rate_fps,
                 up,
                 flap,
+                npi_ingress,
+                npi_egress,
             };
             print_answer(&control::request(&control, &cmd)?)
         }
@@ -282,6 +299,7 @@ fn main() -> anyhow::Result<()> {
             replay,
             count,
             payload_len,
+            npi,
             within_ms,
         } => {
             let cmd = Command::Forge {
@@ -295,11 +313,25 @@ fn main() -> anyhow::Result<()> {
                 replay,
                 count: Some(count),
                 payload_len,
+                npi,
                 within_ms,
             };
             print_answer(&control::request(&control, &cmd)?)
         }
     }
+}
+
+/// An NPI on the command line: decimal or `0x` hex, 25 bits.
+fn parse_npi(s: &str) -> Result<u32, String> {
+    let v = match s.strip_prefix("0x") {
+        Some(h) => u32::from_str_radix(h, 16),
+        None => s.parse(),
+    }
+    .map_err(|_| format!("{s:?}: a number (decimal or 0x hex)"))?;
+    if v > 0x1ff_ffff {
+        return Err(format!("{s}: an NPI is 25 bits (at most 0x1ffffff)"));
+    }
+    Ok(v)
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use ub_proto::link::engine::{Delivery, Event, Link, LinkConfig, RxSink, TxPacket
 use ub_proto::link::retry::RetrySlot;
 use ub_proto::link::DllState;
 use ub_proto::net::cci::Fecn;
+use ub_proto::net::npi::Npi;
 use ub_proto::net::nth::{IpHdr, NetHeader};
 use ub_proto::net::route::{select_port, FlowKey, RouteEntry, RouteTable};
 use ub_proto::net::{PacketClass, RoutingType};
@@ -482,6 +483,8 @@ pub struct SwitchCounters {
     pub hashed: u64,
     /// Forged packets queued at a port (`Switch::inject`).
     pub injected_forgeries: u64,
+    /// NPIs rewritten at a port's edge (ingress or egress).
+    pub npi_rewrites: u64,
 }
 
 /// The destination of a packet for routing: address and width in bits.
@@ -529,6 +532,11 @@ pub struct SwitchPort {
     pub to_host: bool,
     /// PHY LinkUp.
     pub phy_up: bool,
+    /// The NPI written into every IP-format packet received on this port
+    /// (a switch assigning partitions at its edge, UB spec §5.3.3.1).
+    pub npi_ingress: Option<Npi>,
+    /// The NPI written into every IP-format packet sent on this port.
+    pub npi_egress: Option<Npi>,
 }
 
 impl std::fmt::Debug for SwitchPort {
@@ -593,6 +601,8 @@ impl Switch {
                     egress,
                     to_host: false,
                     phy_up: false,
+                    npi_ingress: None,
+                    npi_egress: None,
                 }
             })
             .collect();
@@ -703,6 +713,9 @@ impl Switch {
             self.counters.bad_header += 1;
             return None;
         };
+        if let Some(npi) = self.ports.get(ingress).and_then(|x| x.npi_ingress) {
+            self.rewrite_npi(&hdr, &mut p, npi);
+        }
         let out = match self.route(&hdr, p.rt, ingress) {
             Ok(out) => out,
             Err(NoEgress::NoRoute) => {
@@ -721,6 +734,11 @@ impl Switch {
         if !port.link.is_up() {
             self.counters.link_down_drops += 1;
             return None;
+        }
+        if let Some(npi) = port.npi_egress {
+            if hdr.write_npi(&mut p.payload, npi).is_ok() {
+                self.counters.npi_rewrites += 1;
+            }
         }
         let vl = p.vl;
         let depth = port.egress.depth(vl);
@@ -772,6 +790,27 @@ impl Switch {
         Some(out)
     }
 
+    /// Writes `npi` into `p` if it is an IP-format packet (CNA formats
+    /// carry no NPI and pass unchanged).
+    fn rewrite_npi(&mut self, hdr: &NetHeader, p: &mut Packet, npi: Npi) {
+        if hdr.write_npi(&mut p.payload, npi).is_ok() {
+            self.counters.npi_rewrites += 1;
+        }
+    }
+
+    /// Sets the NPIs port `port` writes into IP-format packets it receives
+    /// (`ingress`) and sends (`egress`); `None` stops rewriting.
+    pub fn set_port_npi(&mut self, port: usize, ingress: Option<Npi>, egress: Option<Npi>) -> bool {
+        match self.ports.get_mut(port) {
+            Some(p) => {
+                p.npi_ingress = ingress;
+                p.npi_egress = egress;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Queues packets that did not come in on any port (forged ones,
     /// `crate::forge`) at the tail of `port`'s egress, where its data link
     /// engine sends them like forwarded packets. Refused (nothing queued)
@@ -811,7 +850,6 @@ impl Switch {
 mod tests {
     use super::*;
     use ub_proto::net::cci::Cci;
-    use ub_proto::net::npi::Npi;
     use ub_proto::net::nth::{IpNth, Nth16, Nth24, ICRC_LEN};
 
     /// A [`PortLink`] that is always up and never sends: packets stay in
@@ -943,6 +981,69 @@ mod tests {
         assert_eq!(sw.counters.bad_header, 1);
         sw.forward(0, 0, cna16(0x0901, 0, 0));
         assert_eq!(sw.counters.no_route, 1);
+    }
+
+    /// A switch assigning partitions at its edge: what it receives on a
+    /// port with an ingress NPI leaves with that NPI, what it sends on a
+    /// port with an egress NPI gets that one (the egress one wins); CNA
+    /// packets, which have no NPI, pass unchanged; each rewrite counts.
+    #[test]
+    fn edge_ports_rewrite_the_npi_of_ip_packets() {
+        let npi_of = |p: &Packet| match parse_header(p) {
+            Some(NetHeader::Ip(ip)) => Some(ip.npi),
+            _ => None,
+        };
+        let ip = |npi| {
+            NetHeader::Ip(IpNth {
+                cci: Cci::DEFAULT,
+                npi,
+                ip: IpHdr::V4 {
+                    dscp: 0,
+                    ecn: 0,
+                    ident: 1,
+                    ttl: 64,
+                    src: [10, 0, 1, 1],
+                    dst: [10, 0, 2, 1],
+                },
+                sport: 4000,
+            })
+        };
+        let mut sw = switch(SwitchParams::default());
+        let five = Npi::new(5, false);
+        let one_low = Npi::new(1, true);
+        assert!(sw.set_port_npi(0, Some(five), None));
+        sw.forward(0, 0, build(ip(Npi::DEFAULT), 32, 0, 0));
+        let out = sw.ports[1].egress.head(0).expect("forwarded");
+        assert_eq!(npi_of(out), Some(five));
+        assert_eq!(sw.counters.npi_rewrites, 1);
+        assert!(sw.set_port_npi(1, None, Some(one_low)));
+        sw.forward(0, 0, build(ip(Npi::DEFAULT), 32, 0, 0));
+        let last = sw.ports[1].egress.q[0].back().expect("forwarded");
+        assert_eq!(npi_of(last), Some(one_low));
+        assert_eq!(sw.counters.npi_rewrites, 3);
+        // No NPI in a CNA packet: forwarded as it came.
+        let c24 = build(
+            NetHeader::Cna24(Nth24 {
+                scna: 0x101,
+                dcna: 0x0201,
+                cci: Cci::DEFAULT,
+                lbf: 0,
+                sl: 0,
+                nlp: 2,
+            }),
+            32,
+            0,
+            0,
+        );
+        sw.forward(0, 0, c24.clone());
+        assert_eq!(sw.ports[2].egress.head(0), Some(&c24));
+        assert_eq!(sw.counters.npi_rewrites, 3);
+        // Turned off: untouched again.
+        assert!(sw.set_port_npi(0, None, None) && sw.set_port_npi(1, None, None));
+        sw.forward(0, 0, build(ip(Npi::DEFAULT), 32, 0, 0));
+        let last = sw.ports[1].egress.q[0].back().expect("forwarded");
+        assert_eq!(npi_of(last), Some(Npi::DEFAULT));
+        assert!(!sw.set_port_npi(9, None, None), "no port 9");
     }
 
     #[test]

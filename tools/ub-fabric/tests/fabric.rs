@@ -21,6 +21,8 @@ fn set_ber_everywhere(f: &mut Fabric, ber: f64) {
                 rate_fps: None,
                 up: None,
                 flap: false,
+                npi_ingress: None,
+                npi_egress: None,
             },
             0,
         )
@@ -244,6 +246,8 @@ fn link_flap_and_recovery() {
             rate_fps: None,
             up: None,
             flap: true,
+            npi_ingress: None,
+            npi_egress: None,
         },
         t0,
     )
@@ -277,6 +281,8 @@ fn fec_failures_are_reported_and_repaired() {
             rate_fps: None,
             up: None,
             flap: false,
+            npi_ingress: None,
+            npi_egress: None,
         },
         0,
     )
@@ -308,6 +314,8 @@ fn congestion_marks_fecn_at_the_bottleneck() {
             rate_fps: Some(20e6),
             up: None,
             flap: false,
+            npi_ingress: None,
+            npi_egress: None,
         },
         0,
     )

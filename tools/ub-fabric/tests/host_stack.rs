@@ -342,6 +342,8 @@ fn link_cmd(f: &mut Fabric, link: &str, ber: Option<f64>, up: Option<bool>, now:
             rate_fps: None,
             up,
             flap: false,
+            npi_ingress: None,
+            npi_egress: None,
         },
         now,
     )

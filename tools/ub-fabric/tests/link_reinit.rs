@@ -346,6 +346,8 @@ fn set_ber(sim: &mut Sim, end: &str, ber: f64) {
                 rate_fps: None,
                 up: None,
                 flap: false,
+                npi_ingress: None,
+                npi_egress: None,
             },
             sim.now,
         )

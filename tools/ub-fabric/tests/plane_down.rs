@@ -101,6 +101,8 @@ fn link_cmd(f: &mut Fabric, link: &str, up: bool, now: u64) {
             rate_fps: None,
             up: Some(up),
             flap: false,
+            npi_ingress: None,
+            npi_egress: None,
         },
         now,
     )

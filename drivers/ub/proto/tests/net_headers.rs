@@ -139,6 +139,40 @@ fn ip_format_fields_follow_tables_5_4_to_5_6() {
     );
 }
 
+/// A switch assigning partitions rewrites the NPI in place: the packet
+/// parses with the new NPI and its ICRC still verifies (the prefix is not
+/// covered); a CNA header has no NPI to rewrite, and ID 0 is refused.
+#[test]
+fn npi_rewritten_in_place_keeps_the_packet_sealed() {
+    let upper: Vec<u8> = (0..29u8).collect();
+    for h in headers() {
+        let mut pkt = build(&h, &upper);
+        let before = pkt.clone();
+        let npi = Npi::new(0x00ab_cdef, true);
+        match h {
+            NetHeader::Ip(ref ip) => {
+                h.write_npi(&mut pkt, npi).unwrap();
+                let (parsed, tp) = open_packet(crc32_le_portable, h.class(), &pkt).unwrap();
+                assert_eq!(tp, &upper[..]);
+                let NetHeader::Ip(p) = parsed else {
+                    unreachable!("an IP header parsed as {parsed:?}")
+                };
+                assert_eq!(p.npi, npi);
+                assert_eq!(IpNth { npi: ip.npi, ..p }, *ip, "nothing else changed");
+                assert_eq!(pkt[6..], before[6..]);
+                assert_eq!(
+                    h.write_npi(&mut pkt, Npi::new(0, false)),
+                    Err(Error::Invalid("NPI"))
+                );
+            }
+            _ => {
+                assert!(h.write_npi(&mut pkt, npi).is_err());
+                assert_eq!(pkt, before);
+            }
+        }
+    }
+}
+
 /// RFC 1071 word by word: the reference the header code is checked against.
 fn rfc1071(bytes: &[u8]) -> u16 {
     let mut sum: u32 = 0;

@@ -233,6 +233,25 @@ impl NetHeader {
         put_u16(pkt, self.cci_offset(), self.cci().to_u16())
     }
 
+    /// Rewrites the NPI of the serialized IP-format header at the start of
+    /// `pkt` with `npi`, leaving every other byte alone: what a switch that
+    /// assigns partitions at its edge does (UB spec §5.3.3.1). The NPI lies
+    /// in the 6-byte prefix, which the ICRC does not cover, so the packet
+    /// stays sealed. Refused for a CNA header (it has no NPI) and for an
+    /// NPI with partition ID 0.
+    pub fn write_npi(&self, pkt: &mut [u8], npi: Npi) -> Result<(), Error> {
+        if !matches!(self, Self::Ip(_)) {
+            return Err(Error::Invalid("NPI in a CNA-format header"));
+        }
+        if !npi.is_valid() {
+            return Err(Error::Invalid("NPI"));
+        }
+        let raw = npi.raw();
+        let b2 = get_u8(pkt, 2)?;
+        put_u8(pkt, 2, (b2 & !1) | ((raw >> 24) & 1) as u8)?;
+        put_u24(pkt, 3, raw)
+    }
+
     /// The per-flow load-balance key of this header: LBF for CNA formats,
     /// the UDP source port for the IP format.
     pub const fn lb_key(&self) -> u16 {
