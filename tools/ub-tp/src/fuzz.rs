@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use crate::addr::Addr;
 use crate::error::errno_name;
 use crate::uapi::*;
+pub use ub_fuzz_rng::Rng;
 
 /// How long one call may take before the run fails.
 pub const STUCK: Duration = Duration::from_secs(15);
@@ -45,44 +46,6 @@ const MAX_IO: usize = (1 << 20) + 1;
 /// An address no process maps (the first page is never mapped), for
 /// `EFAULT`.
 const BAD_PTR: usize = 0x10;
-
-/// A small, seedable generator (SplitMix64), one per worker.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator seeded with `seed`.
-    pub fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number below `n` (0 if `n` is 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next_u64() % n
-        }
-    }
-
-    /// True once in `n`.
-    pub fn one_in(&mut self, n: u64) -> bool {
-        self.below(n) == 0
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> Option<&'a T> {
-        items.get(usize::try_from(self.below(items.len() as u64)).ok()?)
-    }
-}
 
 /// What a run is given.
 #[derive(Clone, Debug)]

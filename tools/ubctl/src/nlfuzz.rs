@@ -41,58 +41,18 @@ use crate::attr::{Attr, Value};
 use crate::nl::{encode_request, Conn, Error, Incoming, KernelError, Request};
 use crate::request::{self, PortChanges, Rto, TpConfig};
 use crate::spec::{self, Set, Ty, OPS};
+pub use ub_fuzz_rng::Rng;
+
+/// `len` random bytes.
+fn bytes(rng: &mut Rng, len: usize) -> Vec<u8> {
+    (0..len).map(|_| rng.next_u64() as u8).collect()
+}
 
 /// How long the kernel may take to answer one request.
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Deepest nesting generated (the spec nests two levels).
 const MAX_DEPTH: u32 = 3;
-
-/// A small, seedable generator (SplitMix64): the fuzzer must be replayable
-/// from its seed, and needs nothing better.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator seeded with `seed`.
-    pub fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number below `n` (0 if `n` is 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next_u64() % n
-        }
-    }
-
-    /// True once in `n`.
-    pub fn one_in(&mut self, n: u64) -> bool {
-        self.below(n) == 0
-    }
-
-    /// One of `items`.
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> Option<&'a T> {
-        let i = usize::try_from(self.below(items.len() as u64)).ok()?;
-        items.get(i)
-    }
-
-    /// `len` random bytes.
-    fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| self.next_u64() as u8).collect()
-    }
-}
 
 /// Values worth trying in a 32-bit field: what exists on a test guest
 /// (device 0, ports 0 and 1, small numbers), the bounds the driver checks
@@ -148,7 +108,7 @@ fn int_value(rng: &mut Rng) -> u64 {
 /// A plausible IPv4 address: the test guests' 10.0.x.y mostly.
 fn ipv4(rng: &mut Rng) -> Vec<u8> {
     if rng.one_in(4) {
-        rng.bytes(4)
+        bytes(rng, 4)
     } else {
         vec![
             10,
@@ -183,7 +143,7 @@ fn value(rng: &mut Rng, ty: Ty, depth: u32) -> Value {
         }
         Ty::Ipv4 => Value::Bytes(ipv4(rng)),
         Ty::Ipv6 => Value::Bytes(if rng.one_in(3) {
-            rng.bytes(16)
+            bytes(rng, 16)
         } else {
             let mut a = vec![0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
             a.push(rng.below(4) as u8 + 1);
@@ -209,12 +169,12 @@ fn value(rng: &mut Rng, ty: Ty, depth: u32) -> Value {
         Ty::Binary | Ty::Pad => {
             let max = if rng.one_in(8) { 2048 } else { 24 };
             let len = usize::try_from(rng.below(max)).unwrap_or(0);
-            Value::Bytes(rng.bytes(len))
+            Value::Bytes(bytes(rng, len))
         }
         Ty::Nest(set) | Ty::MultiNest(set) => {
             if depth >= MAX_DEPTH || rng.one_in(12) {
                 let len = usize::try_from(rng.below(16)).unwrap_or(0);
-                Value::Bytes(rng.bytes(len))
+                Value::Bytes(bytes(rng, len))
             } else {
                 Value::Nest(attrs(rng, set, depth + 1))
             }
@@ -239,7 +199,7 @@ fn wrong_value(rng: &mut Rng, depth: u32) -> Value {
         4 => Value::Str(String::new()),
         _ => {
             let len = usize::try_from(rng.below(9)).unwrap_or(0);
-            Value::Bytes(rng.bytes(len))
+            Value::Bytes(bytes(rng, len))
         }
     }
 }
