@@ -879,6 +879,14 @@ impl<S: DerefMut<Target = [RetrySlot]>> Link<S> {
 
     /// Management reset (UBFM): everything back to power-on, RETRY_REQ_SM
     /// ERROR cleared, DLL_Disabled. Counters are kept.
+    ///
+    /// Unlike [`link_down`](Self::link_down), which closes a partially
+    /// delivered DLLDP with an ERROR_FLAG piece, a reset has no sink: that
+    /// DLLDP is abandoned without a last piece. So the caller either takes
+    /// the link down first (the driver does, which closes it) or resets its
+    /// sink with the engine (`ub-fabric` drops what it was assembling); and
+    /// a sink starts a packet afresh at any piece with `first` set (both
+    /// do), so no abandoned bytes reach the network layer.
     pub fn reset(&mut self) {
         self.rx_pkt = None;
         self.clear(false);
