@@ -146,4 +146,71 @@ mod tests {
         let e = v["error"].as_str().unwrap_or_default();
         assert!(e.contains("sw0.0"), "names the port: {e}");
     }
+
+    fn fabric() -> Mutex<Fabric> {
+        let topo = Topology::builtin("default").expect("topology");
+        Mutex::new(Fabric::new(&topo, |_| {
+            (
+                Box::new(FakeMemory::new(0, 64)) as Box<dyn crate::mem::GuestMemory>,
+                Box::new(RecordingIrqs::default()) as Box<dyn crate::device::Interrupts>,
+            )
+        }))
+    }
+
+    /// A `link` command refused for a bad PHY value used to have set the
+    /// NPI rewriting it also asked for (found by the `fabric_control` fuzz
+    /// target's "a refused command changes nothing").
+    #[test]
+    fn refused_link_command_changes_no_npi() {
+        let f = fabric();
+        let npis = |f: &Mutex<Fabric>| {
+            let f = f.lock().expect("lock");
+            let p = &f.switches[0].ports[0];
+            format!("{:?}/{:?}", p.npi_ingress, p.npi_egress)
+        };
+        let before = npis(&f);
+        for bad in [
+            r#"{"cmd":"link","link":"vm0.0","npi_ingress":16,"ber":2}"#,
+            r#"{"cmd":"link","link":"vm0.0","npi_egress":16,"fec_fail":-1}"#,
+            r#"{"cmd":"link","link":"sw0.0","npi_ingress":16,"rate_fps":0}"#,
+        ] {
+            let v = handle_line(&f, bad, 0);
+            assert_eq!(v["ok"], false, "{bad}: {v}");
+            assert_eq!(npis(&f), before, "{bad} changed the NPI rewriting");
+        }
+        let v = handle_line(&f, r#"{"cmd":"link","link":"vm0.0","npi_ingress":16}"#, 0);
+        assert_eq!(v["ok"], true, "{v}");
+        assert_ne!(npis(&f), before);
+    }
+
+    /// A delay or a line rate that puts an arrival past u64::MAX
+    /// nanoseconds used to overflow in `Wire::send` (a panic with overflow
+    /// checks) once the link carried a flit (found by the
+    /// `fabric_control` fuzz target).
+    #[test]
+    fn huge_delay_or_tiny_rate_does_not_overflow() {
+        for cmd in [
+            r#"{"cmd":"link","link":"sw0.2","delay_ns":18446744073709551615}"#,
+            r#"{"cmd":"link","link":"sw0.2","rate_fps":1e-300}"#,
+        ] {
+            let f = fabric();
+            let v = handle_line(&f, cmd, 0);
+            assert_eq!(v["ok"], true, "{cmd}: {v}");
+            let mut f = f.lock().expect("lock");
+            // The inter-switch link comes up and its engines send.
+            for t in 1..50u64 {
+                f.step(t * 100_000);
+            }
+            let sw = f.counters();
+            let link = sw["links"]
+                .as_array()
+                .and_then(|l| l.iter().find(|l| l["a"] == "sw0.2" || l["b"] == "sw0.2"))
+                .cloned()
+                .unwrap_or_default();
+            assert!(
+                link["a_to_b"]["flits"].as_u64().unwrap_or(0) > 0,
+                "{cmd}: {link}"
+            );
+        }
+    }
 }

@@ -872,11 +872,9 @@ impl Fabric {
                     .ends
                     .get(&e)
                     .ok_or_else(|| CommandError::Unknown(format!("link at {link}")))?;
-                if npi_ingress.is_some() || npi_egress.is_some() {
-                    self.set_link_npi(l, *npi_ingress, *npi_egress)?;
-                }
-                let lk = &mut self.links[l];
-                let mut p: PhyParams = lk.wires[0].params;
+                // Everything is checked before anything changes: a refused
+                // command leaves the link as it was.
+                let mut p: PhyParams = self.links[l].wires[0].params;
                 if let Some(b) = ber {
                     if !(0.0..=1.0).contains(b) {
                         return Err(CommandError::Invalid("ber".into()));
@@ -898,6 +896,12 @@ impl Fabric {
                     }
                     p.rate_fps = *r;
                 }
+                // The last check (and the NPIs' own change, made only
+                // once they are all valid).
+                if npi_ingress.is_some() || npi_egress.is_some() {
+                    self.set_link_npi(l, *npi_ingress, *npi_egress)?;
+                }
+                let lk = &mut self.links[l];
                 for w in &mut lk.wires {
                     w.set_params(p);
                 }

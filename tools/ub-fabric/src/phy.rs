@@ -130,10 +130,13 @@ impl Wire {
         if flits == 0 {
             return self.busy_until.max(now);
         }
+        // Saturating: a delay or a serialisation time near u64::MAX (a
+        // topology's or a control command's `delay_ns`, a tiny
+        // `rate_fps`) means "never", not an overflow.
         let start = self.busy_until.max(now);
-        let end = start + self.ser_ns(flits);
+        let end = start.saturating_add(self.ser_ns(flits));
         self.busy_until = end;
-        let at = end + self.params.delay_ns;
+        let at = end.saturating_add(self.params.delay_ns);
         self.counters.flits += flits as u64;
         let mut buf = data[..flits * FLIT].to_vec();
         // Bit errors.

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Fuzz targets of `ub-proto`, one function per input the protocol core
-//! takes from the wire, each asserting the invariants of what it drives
-//! (`Documentation/ub/testing.rst`, "Fuzzing").
+//! takes from the wire, and of the user-space tools' untrusted inputs
+//! (`ub-fabric`'s registers, guest memory and control socket, `ubctl`'s
+//! command line and the kernel's replies), each asserting the invariants
+//! of what it drives (`Documentation/ub/testing.rst`, "Fuzzing").
 //!
 //! The functions are plain stable Rust: `fuzz/fuzz_targets/<name>.rs`
 //! (cargo-fuzz, libFuzzer, nightly) calls them with generated inputs, and
@@ -19,15 +21,19 @@
 
 pub mod input;
 
+mod fabric;
 mod host;
 mod link;
 mod net;
 mod transport;
+mod ubctl;
 
+pub use fabric::{fabric_control, fabric_registers};
 pub use host::host_packet;
 pub use link::{link_ctrl, link_engine, link_frame, link_init};
 pub use net::net_header;
 pub use transport::{cm, transport_ack, transport_header};
+pub use ubctl::{ubctl_args, ubctl_replies};
 
 /// A fuzz target: its name (the file in `fuzz/fuzz_targets/` and the
 /// corpus directory), the function, and its seed inputs.
@@ -87,5 +93,25 @@ pub const TARGETS: &[Target] = &[
         name: "host_packet",
         run: host_packet,
         seeds: host::seeds,
+    },
+    Target {
+        name: "fabric_registers",
+        run: fabric_registers,
+        seeds: fabric::seeds_registers,
+    },
+    Target {
+        name: "fabric_control",
+        run: fabric_control,
+        seeds: fabric::seeds_control,
+    },
+    Target {
+        name: "ubctl_args",
+        run: ubctl_args,
+        seeds: ubctl::seeds_args,
+    },
+    Target {
+        name: "ubctl_replies",
+        run: ubctl_replies,
+        seeds: ubctl::seeds_replies,
     },
 ];

@@ -57,6 +57,10 @@ fn every_target_has_a_replay_test() {
         "transport_ack",
         "cm",
         "host_packet",
+        "fabric_registers",
+        "fabric_control",
+        "ubctl_args",
+        "ubctl_replies",
     ];
     for t in ub_fuzz::TARGETS {
         assert!(tested.contains(&t.name), "{} has no replay test", t.name);
@@ -103,4 +107,8 @@ replay_tests!(
     transport_ack,
     cm,
     host_packet,
+    fabric_registers,
+    fabric_control,
+    ubctl_args,
+    ubctl_replies,
 );

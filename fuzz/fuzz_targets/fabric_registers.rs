@@ -1,0 +1,3 @@
+// SPDX-License-Identifier: GPL-2.0
+#![no_main]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| ub_fuzz::fabric_registers(data));
