@@ -222,6 +222,25 @@ struct Port {
 }
 
 impl Port {
+    /// Queues a gap of `flits` lost flits in the RX FIFO. A gap right
+    /// behind another gap joins it: while no RX buffer is posted, every
+    /// arrival into a full FIFO adds a gap, and a guest that never posts
+    /// one must not make the device's memory grow without bound (the
+    /// driver learns the same total either way).
+    fn push_gap(&mut self, flits: u32) {
+        if flits == 0 {
+            return;
+        }
+        match self.rx_fifo.back_mut() {
+            Some(last) if last.data.is_empty() => last.lost = last.lost.saturating_add(flits),
+            _ => self.rx_fifo.push_back(RxSeg {
+                lost: flits,
+                data: Vec::new(),
+                off: 0,
+            }),
+        }
+    }
+
     fn new() -> Self {
         Self {
             enabled: false,
@@ -1080,24 +1099,27 @@ impl Controller {
         let take = data.len().min(room) / fb * fb;
         let dropped = (data.len() - take) / fb;
         p.c.rx_lost_flits += u64::from(lost);
-        if lost > 0 || take > 0 {
+        if take > 0 {
             p.rx_fifo.push_back(RxSeg {
                 lost,
                 data: data[..take].to_vec(),
                 off: 0,
             });
             p.rx_bytes += take;
+        } else if lost > 0 {
+            p.push_gap(lost);
         }
         if dropped > 0 {
             p.c.rx_nobuf_flits += dropped as u64;
             // The next data starts after a gap the driver must hear about.
-            p.rx_fifo.push_back(RxSeg {
-                lost: dropped as u32,
-                data: Vec::new(),
-                off: 0,
-            });
+            p.push_gap(u32::try_from(dropped).unwrap_or(u32::MAX));
             p.cause(int::RX_NOBUF);
         }
+    }
+
+    /// Segments (data and gaps) waiting in `port`'s receive FIFO.
+    pub fn rx_segments(&self, port: usize) -> usize {
+        self.ports.get(port).map_or(0, |p| p.rx_fifo.len())
     }
 
     /// Whether the device has work a fabric step would do: TX
@@ -1219,17 +1241,11 @@ impl Controller {
     /// reported with the next data.
     pub fn flush_rx(&mut self, port: usize) {
         if let Some(p) = self.ports.get_mut(port) {
-            let flits = (p.rx_bytes / reg::FLIT_BYTES as usize) as u32;
-            let lost: u32 = p.rx_fifo.iter().map(|s| s.lost).sum();
+            let flits = u32::try_from(p.rx_bytes / reg::FLIT_BYTES as usize).unwrap_or(u32::MAX);
+            let lost = p.rx_fifo.iter().fold(0u32, |n, s| n.saturating_add(s.lost));
             p.rx_fifo.clear();
             p.rx_bytes = 0;
-            if flits + lost > 0 {
-                p.rx_fifo.push_back(RxSeg {
-                    lost: flits + lost,
-                    data: Vec::new(),
-                    off: 0,
-                });
-            }
+            p.push_gap(flits.saturating_add(lost));
         }
     }
 }

@@ -286,3 +286,45 @@ fn malformed_blocks_and_bad_dma_leave_other_ports_working() {
     assert!(bad > 0, "the switch port saw the malformed blocks");
     assert_eq!(f.hosts[0].ctrl.port_counters(1).expect("port").errors, 0);
 }
+
+/// A guest that never posts an RX buffer while traffic and losses keep
+/// arriving: the FIFO fills, and every further arrival is a gap the driver
+/// must hear about. Consecutive gaps are one entry, so the device's memory
+/// stays bounded (it grew by an entry per arrival), and the gap still
+/// counts every flit that did not fit or was lost.
+#[test]
+fn a_guest_that_posts_no_rx_buffer_cannot_grow_the_device() {
+    let mut c = Controller::new(
+        ControllerConfig {
+            rx_fifo_bytes: 1024,
+            ..ControllerConfig::default()
+        },
+        Box::new(FakeMemory::new(MEM_BASE, MEM_SIZE)),
+        Box::new(RecordingIrqs::default()),
+    );
+    c.write32(reg::CTRL::OFFSET, reg::CTRL::ZERO.enable().mask(), 0);
+    enable_port(&mut c, 0);
+    let flit = reg::FLIT_BYTES as usize;
+    let two_flits = vec![0xa5u8; 2 * flit];
+    for i in 0..100_000u32 {
+        c.push_rx(0, i % 3, &two_flits);
+    }
+    // What fits (51 whole flits, the last arrival split), then one gap.
+    let held = 1024 / flit;
+    assert!(
+        c.rx_segments(0) <= held + 1,
+        "{} segments",
+        c.rx_segments(0)
+    );
+    assert_eq!(c.rx_backlog(0), held * flit);
+    let pc = c.port_counters(0).expect("port 0");
+    assert_eq!(
+        pc.rx_nobuf_flits,
+        200_000 - held as u64,
+        "every flit that did not fit"
+    );
+    assert_eq!(
+        pc.rx_lost_flits,
+        (0..100_000u64).map(|i| i % 3).sum::<u64>()
+    );
+}
