@@ -853,8 +853,16 @@ impl PortState {
     }
 
     /// Recovers from a device fault: counts the ring reset, reprograms
-    /// both rings and tells the link that flits were lost (its retry
-    /// repairs them).
+    /// both rings and has the link repair what the reset threw away, in
+    /// both directions. Received flits lost with the RX ring: the link
+    /// requests a retry. Flits still in TX descriptors: the peer never
+    /// sees them missing (nothing numbers flits on the wire), so the port
+    /// retrains its PHY; after a retrain both ends enter RETRY_REQ
+    /// (§4.7.4) and each resends from the other's RcvPtr out of its retry
+    /// buffer, which still holds those flits, and the peer returns their
+    /// credits. Without the retrain they were lost with their credits, and
+    /// under load the port stopped sending while staying in the routes
+    /// (`scripts/soak`'s hostile round, Documentation/ub/testing.rst).
     fn recover(&mut self, bar: &Bar0Access<'_>, port: u32, now: u64) -> Result {
         self.dev.ring_resets += 1;
         if self.dev.ring_resets.is_power_of_two() {
@@ -868,6 +876,7 @@ impl PortState {
         self.program_rings(bar, port)?;
         if self.link.state() != DllState::Disabled {
             self.link.receive_error(now, 1);
+            self.write_phy_ctrl(bar, port as usize, true)?;
         }
         Ok(())
     }
