@@ -452,6 +452,14 @@ impl Default for SwitchParams {
     }
 }
 
+/// Writes `npi` into `p`, whose header is `hdr`, if it is an IP-format
+/// packet (CNA formats carry no NPI and pass unchanged), and counts it.
+fn rewrite_npi(hdr: &NetHeader, p: &mut Packet, npi: Npi, counters: &mut SwitchCounters) {
+    if hdr.write_npi(&mut p.payload, npi).is_ok() {
+        counters.npi_rewrites += 1;
+    }
+}
+
 /// Per-switch forwarding counters.
 #[derive(Debug, Default, Clone, Copy, Serialize)]
 pub struct SwitchCounters {
@@ -714,7 +722,7 @@ impl Switch {
             return None;
         };
         if let Some(npi) = self.ports.get(ingress).and_then(|x| x.npi_ingress) {
-            self.rewrite_npi(&hdr, &mut p, npi);
+            rewrite_npi(&hdr, &mut p, npi, &mut self.counters);
         }
         let out = match self.route(&hdr, p.rt, ingress) {
             Ok(out) => out,
@@ -736,9 +744,7 @@ impl Switch {
             return None;
         }
         if let Some(npi) = port.npi_egress {
-            if hdr.write_npi(&mut p.payload, npi).is_ok() {
-                self.counters.npi_rewrites += 1;
-            }
+            rewrite_npi(&hdr, &mut p, npi, &mut self.counters);
         }
         let vl = p.vl;
         let depth = port.egress.depth(vl);
@@ -788,14 +794,6 @@ impl Switch {
             return None;
         }
         Some(out)
-    }
-
-    /// Writes `npi` into `p` if it is an IP-format packet (CNA formats
-    /// carry no NPI and pass unchanged).
-    fn rewrite_npi(&mut self, hdr: &NetHeader, p: &mut Packet, npi: Npi) {
-        if hdr.write_npi(&mut p.payload, npi).is_ok() {
-            self.counters.npi_rewrites += 1;
-        }
     }
 
     /// Sets the NPIs port `port` writes into IP-format packets it receives
@@ -931,6 +929,35 @@ mod tests {
         }
     }
 
+    /// An IPv4 header from 10.0.1.1 to 10.0.2.1 (port 1's route).
+    fn ipv4(npi: Npi) -> NetHeader {
+        NetHeader::Ip(IpNth {
+            cci: Cci::DEFAULT,
+            npi,
+            ip: IpHdr::V4 {
+                dscp: 0,
+                ecn: 0,
+                ident: 1,
+                ttl: 64,
+                src: [10, 0, 1, 1],
+                dst: [10, 0, 2, 1],
+            },
+            sport: 4000,
+        })
+    }
+
+    /// A 24-bit CNA header to 0x0201 (port 2's route).
+    fn cna24() -> NetHeader {
+        NetHeader::Cna24(Nth24 {
+            scna: 0x101,
+            dcna: 0x0201,
+            cci: Cci::DEFAULT,
+            lbf: 0,
+            sl: 0,
+            nlp: 2,
+        })
+    }
+
     fn cna16(dst: u16, lbf: u8, rt: u8) -> Packet {
         let h = NetHeader::Cna16 {
             nth: Nth16 {
@@ -950,30 +977,9 @@ mod tests {
     #[test]
     fn forwards_ip_and_cna24_by_header() {
         let mut sw = switch(SwitchParams::default());
-        let ip = NetHeader::Ip(IpNth {
-            cci: Cci::DEFAULT,
-            npi: Npi::new(1, false),
-            ip: IpHdr::V4 {
-                dscp: 0,
-                ecn: 0,
-                ident: 1,
-                ttl: 64,
-                src: [10, 0, 1, 1],
-                dst: [10, 0, 2, 1],
-            },
-            sport: 4000,
-        });
-        sw.forward(0, 0, build(ip, 32, 0, 0));
+        sw.forward(0, 0, build(ipv4(Npi::new(1, false)), 32, 0, 0));
         assert_eq!(sw.ports[1].egress.len(), 1);
-        let c24 = NetHeader::Cna24(Nth24 {
-            scna: 0x101,
-            dcna: 0x0201,
-            cci: Cci::DEFAULT,
-            lbf: 0,
-            sl: 0,
-            nlp: 2,
-        });
-        sw.forward(0, 0, build(c24, 32, 0, 0));
+        sw.forward(0, 0, build(cna24(), 32, 0, 0));
         assert_eq!(sw.ports[2].egress.len(), 1);
         let mut bad = cna16(0x0201, 0, 0);
         bad.payload.truncate(5);
@@ -993,54 +999,27 @@ mod tests {
             Some(NetHeader::Ip(ip)) => Some(ip.npi),
             _ => None,
         };
-        let ip = |npi| {
-            NetHeader::Ip(IpNth {
-                cci: Cci::DEFAULT,
-                npi,
-                ip: IpHdr::V4 {
-                    dscp: 0,
-                    ecn: 0,
-                    ident: 1,
-                    ttl: 64,
-                    src: [10, 0, 1, 1],
-                    dst: [10, 0, 2, 1],
-                },
-                sport: 4000,
-            })
-        };
         let mut sw = switch(SwitchParams::default());
         let five = Npi::new(5, false);
         let one_low = Npi::new(1, true);
         assert!(sw.set_port_npi(0, Some(five), None));
-        sw.forward(0, 0, build(ip(Npi::DEFAULT), 32, 0, 0));
+        sw.forward(0, 0, build(ipv4(Npi::DEFAULT), 32, 0, 0));
         let out = sw.ports[1].egress.head(0).expect("forwarded");
         assert_eq!(npi_of(out), Some(five));
         assert_eq!(sw.counters.npi_rewrites, 1);
         assert!(sw.set_port_npi(1, None, Some(one_low)));
-        sw.forward(0, 0, build(ip(Npi::DEFAULT), 32, 0, 0));
+        sw.forward(0, 0, build(ipv4(Npi::DEFAULT), 32, 0, 0));
         let last = sw.ports[1].egress.q[0].back().expect("forwarded");
         assert_eq!(npi_of(last), Some(one_low));
         assert_eq!(sw.counters.npi_rewrites, 3);
         // No NPI in a CNA packet: forwarded as it came.
-        let c24 = build(
-            NetHeader::Cna24(Nth24 {
-                scna: 0x101,
-                dcna: 0x0201,
-                cci: Cci::DEFAULT,
-                lbf: 0,
-                sl: 0,
-                nlp: 2,
-            }),
-            32,
-            0,
-            0,
-        );
+        let c24 = build(cna24(), 32, 0, 0);
         sw.forward(0, 0, c24.clone());
         assert_eq!(sw.ports[2].egress.head(0), Some(&c24));
         assert_eq!(sw.counters.npi_rewrites, 3);
         // Turned off: untouched again.
         assert!(sw.set_port_npi(0, None, None) && sw.set_port_npi(1, None, None));
-        sw.forward(0, 0, build(ip(Npi::DEFAULT), 32, 0, 0));
+        sw.forward(0, 0, build(ipv4(Npi::DEFAULT), 32, 0, 0));
         let last = sw.ports[1].egress.q[0].back().expect("forwarded");
         assert_eq!(npi_of(last), Some(Npi::DEFAULT));
         assert!(!sw.set_port_npi(9, None, None), "no port 9");
