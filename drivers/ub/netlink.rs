@@ -411,10 +411,8 @@ fn check_prefix(dst: &Addr, prefix_len: u32) -> Result<u8, Refusal> {
 
 /// Checks an NPI mode and value from `npi-set`.
 fn npi_from(mode: u32, npi: u32) -> Result<NpiMode, Refusal> {
-    let value = Npi::from_raw(npi);
-    if value.raw() != npi {
-        return Err(Refusal::of(Field::Npi, EINVAL, c"NPI wider than 25 bits"));
-    }
+    let value = Npi::try_from_raw(npi)
+        .ok_or_else(|| Refusal::of(Field::Npi, EINVAL, c"NPI wider than 25 bits"))?;
     if !value.is_valid() {
         return Err(Refusal::of(
             Field::Npi,

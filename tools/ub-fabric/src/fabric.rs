@@ -812,15 +812,13 @@ impl Fabric {
         egress: Option<u32>,
     ) -> Result<(), CommandError> {
         let npi = |v: u32, name: &str| -> Result<Option<Npi>, CommandError> {
-            if v == 0 {
-                return Ok(None);
-            }
-            if v > 0x1ff_ffff {
-                return Err(CommandError::Invalid(format!(
+            match Npi::try_from_raw(v) {
+                _ if v == 0 => Ok(None),
+                Some(n) => Ok(Some(n)),
+                None => Err(CommandError::Invalid(format!(
                     "{name} {v:#x}: an NPI is 25 bits"
-                )));
+                ))),
             }
-            Ok(Some(Npi::from_raw(v)))
         };
         let ingress = ingress.map(|v| npi(v, "npi_ingress")).transpose()?;
         let egress = egress.map(|v| npi(v, "npi_egress")).transpose()?;

@@ -212,13 +212,13 @@ impl ForgeSpec {
                 return Err(invalid(format!("payload_len {n}: at most {MAX_PAYLOAD}")));
             }
         }
-        let npi = match a.npi {
-            None => None,
-            Some(v) if v > 0x1ff_ffff => {
-                return Err(invalid(format!("npi {v:#x}: an NPI is 25 bits")))
-            }
-            Some(v) => Some(Npi::from_raw(v)),
-        };
+        let npi = a
+            .npi
+            .map(|v| {
+                Npi::try_from_raw(v)
+                    .ok_or_else(|| invalid(format!("npi {v:#x}: an NPI is 25 bits")))
+            })
+            .transpose()?;
         if npi.is_some() && matches!(src.or(dst), Some(Addr::Cna24(_))) {
             return Err(invalid("npi: 24-bit CNA packets carry no NPI"));
         }

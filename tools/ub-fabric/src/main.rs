@@ -328,10 +328,9 @@ fn parse_npi(s: &str) -> Result<u32, String> {
         None => s.parse(),
     }
     .map_err(|_| format!("{s:?}: a number (decimal or 0x hex)"))?;
-    if v > 0x1ff_ffff {
-        return Err(format!("{s}: an NPI is 25 bits (at most 0x1ffffff)"));
-    }
-    Ok(v)
+    ub_proto::net::npi::Npi::try_from_raw(v)
+        .map(|_| v)
+        .ok_or_else(|| format!("{s}: an NPI is 25 bits (at most 0x1ffffff)"))
 }
 
 #[cfg(test)]

@@ -35,6 +35,16 @@ impl Npi {
         Self(raw & 0x1ff_ffff)
     }
 
+    /// An NPI from a value given by a user, refused (`None`) if it has
+    /// bits set above the 25 an NPI has.
+    pub const fn try_from_raw(raw: u32) -> Option<Self> {
+        if raw & !0x1ff_ffff == 0 {
+            Some(Self(raw))
+        } else {
+            None
+        }
+    }
+
     /// An NPI from a partition ID (24 bits) and a privilege.
     pub const fn new(id: u32, low_privilege: bool) -> Self {
         Self(
