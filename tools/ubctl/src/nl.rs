@@ -574,29 +574,55 @@ impl Conn {
 
     fn transact_to(&mut self, family: u16, req: &Request) -> Result<Vec<Vec<RawAttr>>, Error> {
         let seq = self.send_to(family, req)?;
-        let deadline = Instant::now() + REQUEST_TIMEOUT;
+        let a = self.answer(seq, !req.dump, REQUEST_TIMEOUT, &req.op_name())?;
+        match a.error {
+            None => Ok(a.replies),
+            Some(e) => Err(Error::kernel(req, e)),
+        }
+    }
+
+    /// Collects the answer to request `seq`: its replies until its ACK
+    /// (if `ack_ends`, as for a `do`), the end of its dump, or its error,
+    /// within `timeout` (a timeout names it `what`). Anything else that
+    /// arrives meanwhile (an event, an old answer) is passed over.
+    pub fn answer(
+        &mut self,
+        seq: u32,
+        ack_ends: bool,
+        timeout: Duration,
+        what: &str,
+    ) -> Result<Answer, Error> {
+        let deadline = Instant::now() + timeout;
         let mut replies = Vec::new();
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(Error::Timeout(req.op_name()));
+                return Err(Error::Timeout(what.to_string()));
             }
             for m in self.recv(Some(left))? {
-                match m {
-                    Incoming::Genl { seq: s, attrs, .. } if s == seq => replies.push(attrs),
-                    Incoming::Ack { seq: s } if s == seq && !req.dump => return Ok(replies),
-                    Incoming::Done { seq: s, err } if s == seq => match err {
-                        None => return Ok(replies),
-                        Some(e) => return Err(Error::kernel(req, e)),
-                    },
-                    Incoming::Err { seq: s, err } if s == seq => {
-                        return Err(Error::kernel(req, err))
+                let error = match m {
+                    Incoming::Genl { seq: s, attrs, .. } if s == seq => {
+                        replies.push(attrs);
+                        continue;
                     }
-                    _ => {} // not ours (an event, an old answer)
-                }
+                    Incoming::Ack { seq: s } if s == seq && ack_ends => None,
+                    Incoming::Done { seq: s, err } if s == seq => err,
+                    Incoming::Err { seq: s, err } if s == seq => Some(err),
+                    _ => continue,
+                };
+                return Ok(Answer { replies, error });
             }
         }
     }
+}
+
+/// How the kernel answered one request.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Answer {
+    /// Its replies (the messages of a dump, the reply of a `do`).
+    pub replies: Vec<Vec<RawAttr>>,
+    /// The error that ended it, if it failed.
+    pub error: Option<KernelError>,
 }
 
 /// Read nlctrl's answer: the family id and the `monitor` group's id.

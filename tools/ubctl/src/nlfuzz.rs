@@ -38,7 +38,7 @@ use neli::consts::nl::NlmF;
 
 use crate::addr::{Address, Prefix};
 use crate::attr::{Attr, Value};
-use crate::nl::{encode_request, Conn, Error, Incoming, KernelError, Request};
+use crate::nl::{encode_request, Conn, Error, KernelError, Request};
 use crate::request::{self, PortChanges, Rto, TpConfig};
 use crate::spec::{self, Set, Ty, OPS};
 pub use ub_fuzz_rng::Rng;
@@ -508,25 +508,12 @@ pub fn send(conn: &mut Conn, g: &Generated) -> Result<Answer, Error> {
         }
         Ok(msg)
     })?;
-    let deadline = Instant::now() + ANSWER_TIMEOUT;
-    let mut replies = 0;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(Error::Timeout(format!("command {} (seq {seq})", g.cmd)));
-        }
-        for m in conn.recv(Some(left))? {
-            match m {
-                Incoming::Genl { seq: s, .. } if s == seq => replies += 1,
-                Incoming::Ack { seq: s } if s == seq => return Ok(Answer::Done(replies)),
-                Incoming::Done { seq: s, err } if s == seq => {
-                    return Ok(err.map_or(Answer::Done(replies), Answer::Refused))
-                }
-                Incoming::Err { seq: s, err } if s == seq => return Ok(Answer::Refused(err)),
-                _ => {} // notifications, echo replies, answers to nobody
-            }
-        }
-    }
+    let what = format!("command {} (seq {seq})", g.cmd);
+    let a = conn.answer(seq, true, ANSWER_TIMEOUT, &what)?;
+    Ok(match a.error {
+        None => Answer::Done(a.replies.len()),
+        Some(e) => Answer::Refused(e),
+    })
 }
 
 /// What a run did.
