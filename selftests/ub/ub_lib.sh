@@ -96,3 +96,27 @@ ub_peer_answers() {
 		[ $i -le "${1:-120}" ] || return 1
 	done
 }
+
+# ub_channel_field KEY FIELD: a number from the line of this guest's
+# channel KEY (device 0) in ubctl tp show, once the channel is in RTS and
+# has received data; fails until then.
+ub_channel_field() {
+	"$UBCTL" -j -s tp show 0 2> /dev/null |
+		awk '{ gsub(/\},\{"dev-index"/, "}\n{\"dev-index\""); print }' |
+		grep "\"key\":$1," | grep '"state":"rts"' | grep -E '"rx-packets":[1-9]' |
+		grep -o "\"$2\":[0-9]*" | head -n 1 | cut -d: -f2 | grep .
+}
+
+# ub_wrong_peer: device 0's count of packets dropped from a source other
+# than the channel's peer (net-stats wrong-peer).
+ub_wrong_peer() {
+	"$UBCTL" -j stats 0 | grep -o '"wrong-peer":[0-9]*' | head -n 1 | cut -d: -f2
+}
+
+# ub_forge ARGS: asks the host for `ub-fabric forge ARGS`, like `fabric`
+# without its wait: the forgeries must reach the host while a stream runs
+# (it runs its hooks within about 100 ms).
+ub_forge() {
+	echo "# ub-host-hook: forge $*" > /dev/ttyS1
+	echo "# asked the host: ub-fabric forge $*"
+}

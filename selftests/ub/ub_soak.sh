@@ -64,17 +64,11 @@ mode_of() { # ROUND
 	*) echo "--retransmit gbn --fast-retransmit" ;;
 	esac
 }
-# Whether this guest's channel KEY is in RTS and has received data.
-streaming() { # KEY
-	"$UBCTL" -j -s tp show 0 2> /dev/null |
-		awk '{ gsub(/\},\{"dev-index"/, "}\n{\"dev-index\""); print }' |
-		grep "\"key\":$1," | grep '"state":"rts"' | grep -qE '"rx-packets":[1-9]'
-}
 # Waits until channel KEY carries data; gives up once the receiver PID
 # is done (a short stream may end before it is seen) or after 60 s.
 wait_stream() { # KEY PID
 	i=0
-	until streaming "$1"; do
+	until ub_channel_field "$1" tpn > /dev/null; do
 		i=$((i + 1))
 		[ $i -le 1200 ] && kill -0 "$2" 2> /dev/null || return 1
 		sleep 0.05

@@ -342,21 +342,7 @@ tpg_overlap() {
 FORGE_KEY=113
 # forge_tp FIELD: a number from the line of channel FORGE_KEY in RTS with
 # data received, in ubctl tp show; fails if there is none.
-forge_tp() {
-	"$UBCTL" -j -s tp show 0 2> /dev/null |
-		awk '{ gsub(/\},\{"dev-index"/, "}\n{\"dev-index\""); print }' |
-		grep "\"key\":$FORGE_KEY," | grep '"state":"rts"' | grep -E '"rx-packets":[1-9]' |
-		grep -o "\"$1\":[0-9]*" | head -n 1 | cut -d: -f2 | grep .
-}
-wrong_peer() {
-	"$UBCTL" -j stats 0 | grep -o '"wrong-peer":[0-9]*' | head -n 1 | cut -d: -f2
-}
-# Like `fabric`, without its wait: the forgeries must reach the host while
-# the stream runs (it runs its hooks within about 100 ms).
-forge() {
-	echo "# ub-host-hook: forge $*" > /dev/ttyS1
-	echo "# asked the host: ub-fabric forge $*"
-}
+forge_tp() { ub_channel_field $FORGE_KEY "$1"; }
 t_forged() {
 	saved="$COUNT $SIZES"
 	COUNT=500
@@ -369,7 +355,7 @@ t_forged() {
 		SIZES=${saved#* }
 		return $rc
 	fi
-	before=$(wrong_peer)
+	before=$(ub_wrong_peer)
 	stream $FORGE_KEY --retransmit sr --fast-retransmit > /tmp/ub-tp-forged.out &
 	rcv=$!
 	i=0
@@ -381,11 +367,11 @@ t_forged() {
 	peer_tpn=$(forge_tp peer-tpn)
 	if [ -n "$tpn" ] && [ -n "$peer_tpn" ]; then
 		# "vm0": whichever port the channel's next packet takes.
-		forge vm0 --dst-tpn "$tpn" --src 10.0.9.100 --psn-ahead 1 --count 3
-		forge vm0 --dst-tpn "$tpn" --src-tpn $(((peer_tpn + 1) % 16777216)) --psn-ahead 1 --count 2
-		forge vm0.0 --dst-tpn "$tpn" --src 10.0.9.100 --dst "$me" --src-tpn "$peer_tpn" --psn 0
-		forge vm0 --dst-tpn "$tpn" --psn-ahead 4194304 --count 2
-		forge vm0 --dst-tpn "$tpn" --replay --count 2
+		ub_forge vm0 --dst-tpn "$tpn" --src 10.0.9.100 --psn-ahead 1 --count 3
+		ub_forge vm0 --dst-tpn "$tpn" --src-tpn $(((peer_tpn + 1) % 16777216)) --psn-ahead 1 --count 2
+		ub_forge vm0.0 --dst-tpn "$tpn" --src 10.0.9.100 --dst "$me" --src-tpn "$peer_tpn" --psn 0
+		ub_forge vm0 --dst-tpn "$tpn" --psn-ahead 4194304 --count 2
+		ub_forge vm0 --dst-tpn "$tpn" --replay --count 2
 	fi
 	wait $rcv
 	rc=$?
@@ -393,7 +379,7 @@ t_forged() {
 	SIZES=${saved#* }
 	cat /tmp/ub-tp-forged.out
 	[ -n "$tpn" ] || { echo "# channel $FORGE_KEY never in RTS with data in ubctl tp show"; return 1; }
-	after=$(wrong_peer)
+	after=$(ub_wrong_peer)
 	invalid=$(awk '$2 == "rx_invalid_psn" { print $3 }' /tmp/ub-tp-forged.out)
 	dups=$(awk '$2 == "rx_duplicates" { print $3 }' /tmp/ub-tp-forged.out)
 	echo "# tpn $tpn peer-tpn $peer_tpn: wrong-peer $before -> $after, rx_invalid_psn $invalid, rx_duplicates $dups"
