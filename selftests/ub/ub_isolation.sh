@@ -28,9 +28,11 @@
 # 991 and 992); during the second, the fabric queues 5 x 1000 packets with
 # the channel's TPNs and the PSN it expects next, from a third address,
 # towards vm0. Each must be dropped and counted (wrong-peer +5000
-# exactly), the stream must arrive whole, and it may take at most 3 times
-# as long as the one without the storm (the ratio is printed; the bound
-# leaves room for the TCG guests' noise).
+# exactly), the stream must arrive whole, and the storm may add at most
+# 2 ms per forged packet to it (10 s for the 5000): each forged packet costs
+# the receiving guest a fixed amount of work (about 0.4 ms under TCG), so
+# the bound is per packet, not a ratio to a stream whose own time varies
+# from 0.9 to 4 s between runs.
 #
 # Skips (exit 4) without a UB controller, ubctl or ub-tp, or without the
 # peer guest (ubtest.solo=1).
@@ -127,22 +129,6 @@ t_done() {
 	sed 's/^/# /' /tmp/ub-iso-done.out
 	return $rc
 }
-wrong_peer() {
-	"$UBCTL" -j stats 0 | grep -o '"wrong-peer":[0-9]*' | head -n 1 | cut -d: -f2
-}
-# The TPN of this guest's channel KEY once it is in RTS and has received.
-channel_tpn() { # KEY
-	"$UBCTL" -j -s tp show 0 2> /dev/null |
-		awk '{ gsub(/\},\{"dev-index"/, "}\n{\"dev-index\""); print }' |
-		grep "\"key\":$1," | grep '"state":"rts"' | grep -E '"rx-packets":[1-9]' |
-		grep -o '"tpn":[0-9]*' | head -n 1 | cut -d: -f2 | grep .
-}
-# Like `fabric`, without its wait: the forgeries must reach the host while
-# the stream runs.
-forge() {
-	echo "# ub-host-hook: forge $*" > /dev/ttyS1
-	echo "# asked the host: ub-fabric forge $*"
-}
 storm_recv() { # KEY OUT
 	"$UBTP" recv --dev 0 --from "$them" --key "$1" --count $STORM_COUNT --sizes 4096 \
 		--seed "$1" --timeout-ms 300000 --idle-timeout-ms 60000 > "$2" 2>&1
@@ -153,31 +139,31 @@ t_storm() {
 	rc=$?
 	sed 's/^/# /' /tmp/ub-iso-a.out
 	[ $rc -eq 0 ] || return 1
-	before=$(wrong_peer)
+	before=$(ub_wrong_peer)
 	storm_recv 992 /tmp/ub-iso-b.out &
 	rcv=$!
 	i=0
-	until tpn=$(channel_tpn 992); do
+	until tpn=$(ub_channel_field 992 tpn); do
 		i=$((i + 1))
 		[ $i -le 600 ] || break
 		sleep 0.05
 	done
 	if [ -n "$tpn" ]; then
 		for k in 1 2 3 4 5; do
-			forge vm0 --dst-tpn "$tpn" --src 10.0.9.100 --psn-ahead 1 --count 1000
+			ub_forge vm0 --dst-tpn "$tpn" --src 10.0.9.100 --psn-ahead 1 --count 1000
 		done
 	fi
 	wait $rcv
 	rc=$?
 	sed 's/^/# /' /tmp/ub-iso-b.out
-	after=$(wrong_peer)
+	after=$(ub_wrong_peer)
 	a=$(seconds_of /tmp/ub-iso-a.out)
 	b=$(seconds_of /tmp/ub-iso-b.out)
 	echo "# $STORM_COUNT x 4 KiB: ${a:-?} s alone, ${b:-?} s under 5000 forged packets;" \
 		"wrong-peer ${before:-?} -> ${after:-?}"
 	[ -n "$tpn" ] || { echo "# channel 992 never in RTS with data"; return 1; }
 	[ $rc -eq 0 ] && [ $((after - before)) -eq 5000 ] &&
-		awk -v a="$a" -v b="$b" 'BEGIN { r = b / a; printf "# ratio %.2f (bound 3)\n", r; exit !(a > 0 && r <= 3) }'
+		awk -v a="$a" -v b="$b" 'BEGIN { x = (b - a) / 5; printf "# %.2f ms more per forged packet (bound 2)\n", x; exit !(a > 0 && x <= 2) }'
 }
 t_streams() {
 	for key in 991 992; do
@@ -212,7 +198,7 @@ if [ "$guest" = 0 ]; then
 	ktap_test_result "low and high talk; 5 forged low to low: npi-drops +5" t_low_low
 	ktap_test_result "a switch rewriting NPIs at its edge joins partitions 5 and 1" t_switch_rewrite
 	ktap_test_result "tell vm1 the cases are done" t_done
-	ktap_test_result "5000 forged packets during a stream: all dropped, stream whole, at most 3x slower" t_storm
+	ktap_test_result "5000 forged packets during a stream: all dropped, stream whole, at most 2 ms each" t_storm
 else
 	ktap_test_result "serve vm0's cases until it is done" t_serve
 	ktap_test_result "stream twice to vm0 (the second under a forged storm)" t_streams
